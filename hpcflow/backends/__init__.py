@@ -1,0 +1,1 @@
+"""HOW an allocation is obtained: local (this machine), slurm, pbs."""

@@ -1,0 +1,1 @@
+"""The embedded default: a Dask LocalCluster on this machine."""

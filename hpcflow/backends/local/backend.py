@@ -1,0 +1,83 @@
+"""Start and stop the embedded Dask cluster that local runs use."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LocalCapacity:
+    """The slots of the local cluster: ``workers`` processes × ``threads`` each."""
+
+    workers: int
+    threads: int
+    gpus: int = 0
+
+    @classmethod
+    def detect(cls, workers: int | None, threads: int | None) -> LocalCapacity:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        cores = cores or 1
+        if workers is None and threads is None:
+            return cls(1, cores)
+        if workers is None:
+            return cls(1, threads or cores)
+        return cls(workers, threads or max(1, cores // workers))
+
+    @property
+    def slots(self) -> int:
+        return self.workers * self.threads
+
+    @property
+    def max_cpus_per_task(self) -> int:
+        return self.threads
+
+
+class LocalCluster:
+    """A context manager around ``distributed.LocalCluster`` + ``Client``."""
+
+    def __init__(self, capacity: LocalCapacity, workdir: str) -> None:
+        self.capacity = capacity
+        self.workdir = workdir
+        self._cluster: Any = None
+        self.client: Any = None
+
+    def __enter__(self) -> LocalCluster:
+        import dask
+        from distributed import Client
+        from distributed import LocalCluster as DaskLocalCluster
+
+        dask.config.set(
+            {
+                "distributed.worker.daemon": False,
+                "distributed.admin.tick.limit": "30s",
+                "distributed.scheduler.allowed-failures": 2,
+            }
+        )
+        self._cluster = DaskLocalCluster(
+            n_workers=self.capacity.workers,
+            threads_per_worker=self.capacity.threads,
+            processes=True,
+            host="127.0.0.1",
+            scheduler_port=0,
+            dashboard_address=None,
+            scheduler_kwargs={"dashboard": False},
+            resources={"cpus": self.capacity.threads},
+            silence_logs=logging.ERROR,
+        )
+        self.client = Client(self._cluster, set_as_default=False)
+        # Python tasks run in-process when their directory is the worker's: make it so.
+        self.client.run(os.chdir, self.workdir)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            if self.client is not None:
+                self.client.close(timeout=10)
+        finally:
+            if self._cluster is not None:
+                self._cluster.close(timeout=10)

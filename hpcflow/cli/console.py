@@ -1,0 +1,129 @@
+"""Rich rendering: live progress per task name, summary tables, failure reports."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from hpcflow.store import statedb as st
+from hpcflow.store.paths import RunPaths
+
+STATE_STYLE = {
+    st.SUCCEEDED: "green", st.CACHED: "cyan", st.RUNNING: "yellow", st.PENDING: "white",
+    st.FAILED: "red", st.SKIPPED: "magenta", st.CANCELLED: "red",
+}
+
+
+def counts_table(counts: dict[str, dict[str, int]], order: Iterable[str], *,
+                 title: str | None = None, eta: str | None = None) -> Table:
+    """One row per task name: done/running/pending/failed... and a bar."""
+    table = Table(title=title, title_justify="left", expand=False, box=None, pad_edge=False)
+    table.add_column("task", style="bold")
+    table.add_column("done", justify="right", style="green")
+    table.add_column("cached", justify="right", style="cyan")
+    table.add_column("run", justify="right", style="yellow")
+    table.add_column("wait", justify="right")
+    table.add_column("fail", justify="right", style="red")
+    table.add_column("skip", justify="right", style="magenta")
+    table.add_column("", width=16)
+    table.add_column("total", justify="right")
+    for name in order:
+        c = counts.get(name, {})
+        total = sum(c.values())
+        finished = sum(c.get(s, 0) for s in st.FINAL_STATES)
+        table.add_row(
+            name, str(c.get(st.SUCCEEDED, 0)), str(c.get(st.CACHED, 0)),
+            str(c.get(st.RUNNING, 0)), str(c.get(st.PENDING, 0)),
+            str(c.get(st.FAILED, 0) + c.get(st.CANCELLED, 0)), str(c.get(st.SKIPPED, 0)),
+            ProgressBar(total=max(total, 1), completed=finished, width=16), str(total),
+        )
+    if eta:
+        table.caption = eta
+    return table
+
+
+class LiveProgress:
+    """Observer for the driver that redraws a table a few times a second."""
+
+    def __init__(self, console: Console, order: list[str]) -> None:
+        self.console = console
+        self.order = order
+        self._live: Live | None = None
+        self._started = time.monotonic()
+        self._history: deque[tuple[float, int]] = deque(maxlen=50)
+        self._last: dict[str, dict[str, int]] = {}
+
+    def __enter__(self) -> LiveProgress:
+        self._live = Live(console=self.console, refresh_per_second=4, transient=True)
+        self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._live is not None:
+            self._live.__exit__(*exc)
+
+    def update(self, counts: dict[str, dict[str, int]]) -> None:
+        self._last = counts
+        if self._live is None:
+            return
+        total = sum(sum(c.values()) for c in counts.values())
+        done = sum(c.get(s, 0) for c in counts.values() for s in st.FINAL_STATES)
+        now = time.monotonic()
+        self._history.append((now, done))
+        eta = _eta(self._history, total - done)
+        elapsed = now - self._started
+        caption = f"{done}/{total} tasks · {elapsed:.0f}s elapsed" + (f" · ETA {eta}" if eta else "")
+        self._live.update(counts_table(counts, self.order, eta=caption))
+
+
+def _eta(history: deque[tuple[float, int]], left: int) -> str | None:
+    if len(history) < 2 or left <= 0:
+        return None
+    (t0, d0), (t1, d1) = history[0], history[-1]
+    if d1 <= d0 or t1 <= t0:
+        return None
+    seconds = left / ((d1 - d0) / (t1 - t0))
+    return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
+
+
+def tail(path: Path, lines: int = 5) -> list[str]:
+    """The last ``lines`` lines of a file (empty if it does not exist)."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(0, size - 8192))
+            data = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return data.splitlines()[-lines:]
+
+
+def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> None:
+    """Task id, exit code, message, log path and the last lines of stderr of failed tasks."""
+    for row in rows[:limit]:
+        stderr = paths.stderr(row.slug, row.attempts)
+        code = "-" if row.exit_code is None else str(row.exit_code)
+        console.print(
+            Text.assemble(("✗ ", "red"), (row.id, "bold"), f"  exit {code}  attempts {row.attempts}")
+        )
+        if row.message:
+            console.print(Text(f"    {row.message}"))
+        console.print(Text(f"    log: {stderr}", style="dim"))
+        for line in tail(stderr):
+            console.print(Text(f"    │ {line}", style="dim"))
+    if len(rows) > limit:
+        console.print(f"  … and {len(rows) - limit} more (hpcflow status --json)")
+
+
+def summary_group(title: str, counts: dict[str, dict[str, int]], order: list[str]) -> Group:
+    return Group(counts_table(counts, order, title=title))

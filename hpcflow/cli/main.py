@@ -1,0 +1,55 @@
+"""`hpcflow` entry point: the command group and the user-error boundary."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import click
+
+from hpcflow import __version__
+from hpcflow.errors import HpcflowError
+
+
+class _Group(click.Group):
+    """Turns :class:`HpcflowError` into a message and an exit code, never a traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except HpcflowError as exc:
+            click.secho(f"error: {exc}", fg="red", err=True)
+            sys.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="hpcflow")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """hpcflow: run a workflow.yaml here, or inside HPC allocations."""
+    level = max(logging.WARNING - 10 * verbose, logging.DEBUG)
+    handler = logging.StreamHandler()
+    handler.setLevel(level)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    # Dask is chatty at INFO; its messages matter only when debugging.
+    logging.getLogger("distributed").setLevel(logging.DEBUG if verbose >= 3 else logging.WARNING)
+
+
+def _register() -> None:
+    from hpcflow.cli import dag, logs, run, runs, schema, status, validate
+
+    for module in (run, validate, dag, schema, status, runs, logs):
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="hpcflow")
+
+
+if __name__ == "__main__":
+    main()

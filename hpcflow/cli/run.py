@@ -1,0 +1,84 @@
+"""`hpcflow run WORKFLOW`: run (or resume) a workflow with live progress."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+import click
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+@click.command("run")
+@click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--profile", default="local", show_default=True, help="Where to run (site profile).")
+@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Run directory (default: .hpcflow/runs/RUN_ID beside the workflow).")
+@click.option("--force", is_flag=True, help="Run every task, even those up to date.")
+@click.option("--rerun", multiple=True, metavar="PATTERN",
+              help="Run tasks whose id or name matches (glob), and what depends on them.")
+@click.option("--workers", type=click.IntRange(min=1), help="Local worker processes.")
+@click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
+@click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
+@click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
+def command(workflow: Path, profile: str, run_dir: Path | None, force: bool, rerun: tuple[str, ...],
+            workers: int | None, threads: int | None, dry_run: bool, quiet: bool) -> None:
+    """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
+    from rich.console import Console
+
+    from hpcflow.cli import console as ui
+    from hpcflow.errors import ProfileError
+    from hpcflow.runtime.run import RunOptions, execute, prepare
+    from hpcflow.store import statedb as st
+    from hpcflow.store.statedb import StateDB
+
+    if profile != "local":
+        raise ProfileError(
+            f"profile {profile!r} is not available in this version; only 'local' runs so far",
+            hint="run without --profile to use the embedded local cluster",
+        )
+    out = Console(stderr=False)
+    options = RunOptions(run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads)
+    prepared = prepare(workflow, options, take_lock=not dry_run)
+    if dry_run:
+        from hpcflow.cli.plan import print_plan
+
+        prepared.memo.close()
+        print_plan(out, prepared)
+        return
+    order = list(prepared.graph.counts_by_task())
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    live = not quiet and out.is_terminal
+    progress = ui.LiveProgress(out, order)
+    if live:
+        with progress:
+            summary = execute(prepared, options, observer=progress)
+    else:
+        summary = execute(prepared, options)
+    paths = summary.paths
+    with StateDB(paths.state_db, readonly=True) as db:
+        counts = db.counts()
+        failed_rows = db.tasks(where="WHERE state = ?", params=(st.FAILED,))
+    total = sum(sum(c.values()) for c in counts.values())
+    verdict = "cancelled" if summary.cancelled else ("succeeded" if summary.ok else "failed")
+    style = "green" if summary.ok else "red"
+    if not quiet:
+        out.print(ui.counts_table(counts, order, title=f"run {summary.run_id}"))
+        if failed_rows:
+            out.print()
+            ui.failures(out, paths, failed_rows)
+    done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
+    cached = sum(c.get(st.CACHED, 0) for c in counts.values())
+    out.print(
+        f"[{style}]{verdict}[/{style}]: {done} ran, {cached} up to date, "
+        f"{len(failed_rows)} failed of {total} tasks in {summary.elapsed:.1f}s · run dir {paths.run_dir}",
+        highlight=False, soft_wrap=True,
+    )
+    if summary.cancelled:
+        sys.exit(130)
+    sys.exit(0 if summary.ok else 1)

@@ -1,0 +1,19 @@
+"""`hpcflow validate WORKFLOW`: check a workflow file without running it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("validate")
+@click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
+def command(workflow: Path) -> None:
+    """Check WORKFLOW: syntax, keys, types, placeholders, dependencies and cycles."""
+    from hpcflow.dag.graph import build_graph
+    from hpcflow.spec.loader import load_workflow
+
+    graph = build_graph(load_workflow(workflow))
+    names = len(graph.templates)
+    click.echo(f"{workflow}: ok — {names} task definition(s), {len(graph.instances)} task(s)")

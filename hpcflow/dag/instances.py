@@ -1,0 +1,118 @@
+"""Expansion of task definitions into :class:`TaskInstance` objects."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from hpcflow.spec.loader import LoadedWorkflow
+from hpcflow.spec.models import Resources, RetryPolicy, TaskSpec
+from hpcflow.spec.placeholders import Template, value_text
+
+ParamValue = str | int | float | bool | list[str | int | float | bool]
+
+
+@dataclass(slots=True, eq=False)
+class TaskInstance:
+    """One node of the graph: a task definition with every sweep parameter fixed."""
+
+    index: int
+    id: str
+    spec_index: int
+    params: dict[str, ParamValue]
+    workdir: str
+    outputs: tuple[str, ...]
+    input_patterns: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    deps: list[int] = field(default_factory=list)
+
+    @property
+    def is_sweep_instance(self) -> bool:
+        return "[" in self.id
+
+
+@dataclass(frozen=True)
+class TaskTemplate:
+    """What every instance of one task definition shares, pre-parsed once."""
+
+    spec: TaskSpec
+    resources: Resources
+    retries: RetryPolicy
+    timeout: float | None
+    env: dict[str, str]
+    workdir: Template
+    inputs: tuple[Template, ...]
+    outputs: tuple[Template, ...]
+
+
+def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
+    """Resolve defaults into every task definition."""
+    workflow = loaded.workflow
+    defaults = workflow.defaults
+    base_dir = str(loaded.base_dir)
+    root = os.path.join(base_dir, workflow.workdir) if workflow.workdir else base_dir
+    if defaults.workdir:
+        root = os.path.join(root, defaults.workdir)
+    out = []
+    for spec in workflow.tasks:
+        resources = spec.resources.merged_over(defaults.resources) if spec.resources else defaults.resources
+        workdir = os.path.join(root, spec.workdir) if spec.workdir else root
+        out.append(
+            TaskTemplate(
+                spec=spec,
+                resources=resources,
+                retries=spec.retries or defaults.retries or RetryPolicy(),
+                timeout=spec.timeout if spec.timeout is not None else defaults.timeout,
+                env={**defaults.env, **spec.env},
+                workdir=Template.parse(workdir),
+                inputs=tuple(Template.parse(p) for p in spec.inputs),
+                outputs=tuple(Template.parse(p) for p in spec.outputs),
+            )
+        )
+    return out
+
+
+def instance_id(name: str, keys: tuple[str, ...], values: tuple[object, ...]) -> str:
+    """``simulate[seed=3,sample=a]``; a task without a sweep keeps its bare name."""
+    if not keys:
+        return name
+    inner = ",".join(f"{k}={value_text(v)}" for k, v in zip(keys, values, strict=True))
+    return f"{name}[{inner}]"
+
+
+def expand(loaded: LoadedWorkflow, templates: list[TaskTemplate]) -> Iterator[TaskInstance]:
+    """Yield every task instance, in file order, sweeps in their natural order."""
+    index = 0
+    for spec_index, template in enumerate(templates):
+        spec = template.spec
+        sweep = loaded.sweeps.get(spec.name)
+        if sweep is None:
+            combos: Iterator[tuple[object, ...]] = iter([()])
+            keys: tuple[str, ...] = ()
+        else:
+            combos = sweep.combinations()
+            keys = sweep.names
+        constant = dict(spec.params)
+        for combo in combos:
+            params: dict[str, ParamValue] = dict(constant)
+            params.update(zip(keys, combo, strict=True))  # type: ignore[arg-type]
+            workdir = os.path.normpath(template.workdir.render(params, value_text))
+            outputs = tuple(
+                os.path.normpath(os.path.join(workdir, t.render(params, value_text)))
+                for t in template.outputs
+            )
+            patterns = tuple(
+                os.path.normpath(os.path.join(workdir, t.render(params, value_text)))
+                for t in template.inputs
+            )
+            yield TaskInstance(
+                index=index,
+                id=instance_id(spec.name, keys, combo),
+                spec_index=spec_index,
+                params=params,
+                workdir=workdir,
+                outputs=outputs,
+                input_patterns=patterns,
+            )
+            index += 1

@@ -1,0 +1,66 @@
+"""The graph as text, Mermaid or Graphviz dot — per task definition, or per instance."""
+
+from __future__ import annotations
+
+import json
+
+from hpcflow.dag.graph import TaskGraph
+
+
+def task_edges(graph: TaskGraph) -> list[tuple[str, str]]:
+    """Edges between task definitions (an edge if any instance depends on any other)."""
+    edges: set[tuple[str, str]] = set()
+    for inst in graph.instances:
+        name = graph.template(inst).spec.name
+        for dep in inst.deps:
+            edges.add((graph.template(graph.instances[dep]).spec.name, name))
+    return sorted(edges)
+
+
+def _nodes(graph: TaskGraph, instances: bool) -> tuple[list[str], list[tuple[str, str]], dict[str, str]]:
+    if instances:
+        nodes = [graph.instances[i].id for i in graph.order]
+        edges = [(graph.instances[d].id, inst.id) for inst in graph.instances for d in inst.deps]
+        return nodes, edges, {n: n for n in nodes}
+    counts = graph.counts_by_task()
+    seen: dict[str, None] = {}
+    for i in graph.order:
+        seen.setdefault(graph.template(graph.instances[i]).spec.name, None)
+    labels = {n: (f"{n} ×{counts[n]}" if counts[n] > 1 else n) for n in seen}
+    return list(seen), task_edges(graph), labels
+
+
+def render_text(graph: TaskGraph, instances: bool = False) -> str:
+    nodes, edges, labels = _nodes(graph, instances)
+    parents: dict[str, list[str]] = {n: [] for n in nodes}
+    for a, b in edges:
+        parents[b].append(a)
+    lines = []
+    for n in nodes:
+        after = f"  ← {', '.join(parents[n])}" if parents[n] else ""
+        lines.append(f"{labels[n]}{after}")
+    return "\n".join(lines)
+
+
+def render_mermaid(graph: TaskGraph, instances: bool = False) -> str:
+    nodes, edges, labels = _nodes(graph, instances)
+    ids = {n: f"n{i}" for i, n in enumerate(nodes)}
+    lines = ["flowchart TD"]
+    for n in nodes:
+        label = labels[n].replace('"', "#quot;")
+        lines.append(f'    {ids[n]}["{label}"]')
+    for a, b in edges:
+        lines.append(f"    {ids[a]} --> {ids[b]}")
+    return "\n".join(lines)
+
+
+def render_dot(graph: TaskGraph, instances: bool = False) -> str:
+    nodes, edges, labels = _nodes(graph, instances)
+    ids = {n: f"n{i}" for i, n in enumerate(nodes)}
+    lines = ["digraph workflow {", "    rankdir=TB;", "    node [shape=box];"]
+    for n in nodes:
+        lines.append(f"    {ids[n]} [label={json.dumps(labels[n])}];")
+    for a, b in edges:
+        lines.append(f"    {ids[a]} -> {ids[b]};")
+    lines.append("}")
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""The driver: runs a task graph on a Dask cluster, with retries, timeouts and resume."""

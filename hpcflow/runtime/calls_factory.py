@@ -1,0 +1,104 @@
+"""Turns a task instance into a :class:`TaskCall` (rendering its command) and a fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.dag.instances import TaskInstance
+from hpcflow.runtime.calls import TaskCall
+from hpcflow.spec.placeholders import Template, shell_quote, value_text
+from hpcflow.store.paths import RunPaths, task_slug
+
+
+@dataclass
+class CallFactory:
+    """Renders calls for one graph; parses each task's templates once."""
+
+    graph: TaskGraph
+    paths: RunPaths | None = None
+    _commands: dict[int, Template] = field(default_factory=dict)
+    _argv: dict[int, list[Template]] = field(default_factory=dict)
+    _env: dict[int, dict[str, Template]] = field(default_factory=dict)
+
+    def _values(self, inst: TaskInstance) -> dict[str, object]:
+        values: dict[str, object] = dict(inst.params)
+        values["inputs"] = list(inst.inputs)
+        values["outputs"] = list(inst.outputs)
+        return values
+
+    def action(self, inst: TaskInstance) -> tuple[str, str | None, list[str] | None]:
+        """(kind, rendered shell command, rendered argv) of ``inst``."""
+        template = self.graph.template(inst)
+        spec = template.spec
+        if spec.command is not None:
+            parsed = self._commands.get(inst.spec_index)
+            if parsed is None:
+                parsed = self._commands[inst.spec_index] = Template.parse(spec.command)
+            return "shell", parsed.render(self._values(inst), shell_quote), None
+        if spec.argv is not None:
+            parts = self._argv.get(inst.spec_index)
+            if parts is None:
+                parts = self._argv[inst.spec_index] = [Template.parse(a) for a in spec.argv]
+            values = self._values(inst)
+            argv: list[str] = []
+            for part in parts:
+                if part.parts in (("", "inputs", ""), ("", "outputs", "")):
+                    argv.extend(str(v) for v in values[part.parts[1]])  # type: ignore[attr-defined]
+                else:
+                    argv.append(part.render(values, value_text))
+            return "argv", None, argv
+        return "python", None, None
+
+    def env(self, inst: TaskInstance) -> dict[str, str]:
+        template = self.graph.template(inst)
+        if not template.env:
+            return {}
+        parsed = self._env.get(inst.spec_index)
+        if parsed is None:
+            parsed = self._env[inst.spec_index] = {
+                k: Template.parse(v) for k, v in template.env.items()
+            }
+        return {k: t.render(inst.params, value_text) for k, t in parsed.items()}
+
+    def fingerprint(self, inst: TaskInstance) -> str:
+        """A hash of everything that defines what the task does (not of its input data)."""
+        kind, command, argv = self.action(inst)
+        spec = self.graph.template(inst).spec
+        payload = [kind, command, argv, spec.python, _jsonable(inst.params) if kind == "python" else None,
+                   self.env(inst), inst.workdir, list(inst.outputs)]
+        return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+
+    def call(self, inst: TaskInstance, attempt: int) -> TaskCall:
+        if self.paths is None:
+            raise RuntimeError("CallFactory needs run paths to build calls")
+        template = self.graph.template(inst)
+        kind, command, argv = self.action(inst)
+        slug = task_slug(inst.id)
+        env = self.env(inst)
+        resources = template.resources
+        if resources.ranks > 1:
+            env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
+        return TaskCall(
+            index=inst.index,
+            attempt=attempt,
+            kind=kind,
+            command=command,
+            argv=argv,
+            python=template.spec.python,
+            kwargs=dict(inst.params) if kind == "python" else None,
+            workdir=inst.workdir,
+            env=env or None,
+            timeout=template.timeout,
+            inputs=inst.inputs,
+            outputs=inst.outputs,
+            log_dir=str(self.paths.attempt_dir(slug, attempt)),
+            quarantine_dir=str(self.paths.quarantine(slug, attempt)),
+        )
+
+
+def _jsonable(params: dict[str, object]) -> dict[str, object]:
+    return {k: (v if isinstance(v, str | int | float | bool | list) else value_text(v))
+            for k, v in params.items()}

@@ -1,0 +1,325 @@
+"""The driver: feeds ready tasks to Dask in adaptive chunks and records every outcome.
+
+Design for speed: the graph is walked once (dependency counters, no rescans); ready tasks
+of the same resource shape are grouped into chunks sized so each chunk runs for about
+``target_chunk_seconds``; results come back through a queue filled by future callbacks, and
+each batch of outcomes is one SQLite transaction.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import math
+import queue
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.runtime.calls import Outcome, TaskCall
+from hpcflow.runtime.calls_factory import CallFactory
+from hpcflow.runtime.execute import kill_running, run_chunk
+from hpcflow.store import statedb as st
+from hpcflow.store.memo import Memo, MemoEntry
+
+log = logging.getLogger(__name__)
+
+
+class Observer(Protocol):
+    """Receives progress: per task name, how many tasks are in each state."""
+
+    def update(self, counts: dict[str, dict[str, int]]) -> None: ...
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    """Tasks that can share a chunk: same resource shape."""
+
+    cpus: int
+    gpus: int
+
+    def dask_resources(self) -> dict[str, float]:
+        res: dict[str, float] = {"cpus": float(self.cpus)}
+        if self.gpus:
+            res["GPU"] = float(self.gpus)
+        return res
+
+
+@dataclass
+class DriverResult:
+    counts: dict[str, int]
+    failed: list[int] = field(default_factory=list)
+    cancelled: bool = False
+
+
+class Driver:
+    """Runs the ``run`` subset of ``graph`` on a Dask ``client`` with ``slots`` CPU slots."""
+
+    target_chunk_seconds = 0.3
+    max_chunk = 256
+
+    def __init__(
+        self,
+        graph: TaskGraph,
+        factory: CallFactory,
+        db: st.StateDB,
+        memo: Memo,
+        client: Any,
+        slots: int,
+        run_id: str,
+        observer: Observer | None = None,
+    ) -> None:
+        self.graph = graph
+        self.factory = factory
+        self.db = db
+        self.memo = memo
+        self.client = client
+        self.slots = max(1, slots)
+        self.run_id = run_id
+        self.observer = observer
+        self._done: queue.Queue[Any] = queue.Queue()
+        self._ready: dict[GroupKey, deque[int]] = {}
+        self._retry_heap: list[tuple[float, int]] = []
+        self._inflight = 0
+        self._chunk_ids = itertools.count()
+        self._mean_seconds: dict[int, float] = {}
+        self._observed: dict[int, int] = {}
+        self._last_progress = 0.0
+        self._calls_by_key: dict[str, list[TaskCall]] = {}
+
+    # -- public -------------------------------------------------------------------------
+
+    def run(self, run: list[bool]) -> DriverResult:
+        graph = self.graph
+        n = len(graph.instances)
+        self.state = [st.PENDING if run[i] else st.CACHED for i in range(n)]
+        self.attempt = [0] * n
+        self.dependents = graph.dependents()
+        self.waiting = [0] * n
+        for inst in graph.instances:
+            if run[inst.index]:
+                self.waiting[inst.index] = sum(1 for d in inst.deps if run[d])
+        self.names = [graph.template(inst).spec.name for inst in graph.instances]
+        self.counts: dict[str, dict[str, int]] = {}
+        for i in range(n):
+            bucket = self.counts.setdefault(self.names[i], {})
+            bucket[self.state[i]] = bucket.get(self.state[i], 0) + 1
+        self.remaining = sum(run)
+        for i in graph.order:
+            if run[i] and self.waiting[i] == 0:
+                self._make_ready(i)
+        self._progress(force=True)
+        try:
+            self._loop()
+        except KeyboardInterrupt:
+            self._cancel()
+            self._progress(force=True)
+            return DriverResult(self._totals(), self._failed(), cancelled=True)
+        self._progress(force=True)
+        return DriverResult(self._totals(), self._failed())
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while self.remaining > 0:
+            self._release_retries()
+            self._submit_ready()
+            if self._inflight == 0 and not self._retry_heap:
+                # Nothing can make progress (should not happen: the graph is acyclic).
+                log.error("driver stalled with %d tasks remaining", self.remaining)
+                break
+            timeout = 0.5
+            if self._retry_heap:
+                timeout = max(0.0, min(timeout, self._retry_heap[0][0] - time.monotonic()))
+            try:
+                item = self._done.get(timeout=timeout)
+            except queue.Empty:
+                self._progress()
+                continue
+            batch = [item]
+            while True:
+                try:
+                    batch.append(self._done.get_nowait())
+                except queue.Empty:
+                    break
+            self._handle(batch)
+            self._progress()
+
+    def _group(self, i: int) -> GroupKey:
+        res = self.graph.template(self.graph.instances[i]).resources
+        return GroupKey(max(res.cpus, res.ranks), res.gpus)
+
+    def _make_ready(self, i: int) -> None:
+        self._ready.setdefault(self._group(i), deque()).append(i)
+
+    def _chunk_size(self, key: GroupKey, ready: int, spec_index: int) -> int:
+        parallel = max(1, self.slots // key.cpus)
+        if self._observed.get(spec_index, 0) < parallel:
+            return 1  # no duration known yet: start one task per slot
+        mean = max(self._mean_seconds.get(spec_index, 1.0), 1e-4)
+        by_time = int(self.target_chunk_seconds / mean)
+        balanced = math.ceil(ready / (2 * parallel))
+        return max(1, min(self.max_chunk, by_time, balanced))
+
+    def _submit_ready(self) -> None:
+        limit = 2 * self.slots + 2
+        for key, ready in self._ready.items():
+            while ready and self._inflight < limit:
+                first = self.graph.instances[ready[0]].spec_index
+                size = self._chunk_size(key, len(ready), first)
+                chunk = [ready.popleft() for _ in range(min(size, len(ready)))]
+                self._submit(key, chunk)
+
+    def _submit(self, key: GroupKey, chunk: list[int]) -> None:
+        calls: list[TaskCall] = []
+        starts = []
+        for i in chunk:
+            self.attempt[i] += 1
+            self._set_state(i, st.RUNNING)
+            starts.append((i, self.attempt[i]))
+            calls.append(self.factory.call(self.graph.instances[i], self.attempt[i]))
+        self.db.start_attempts(starts)
+        future = self.client.submit(
+            run_chunk, calls, key=f"hpcflow-chunk-{next(self._chunk_ids)}",
+            resources=key.dask_resources(), pure=False,
+        )
+        self._calls_by_key[future.key] = calls  # kept to report a lost chunk
+        self._inflight += 1
+        future.add_done_callback(self._done.put)
+
+    def _handle(self, futures: list[Any]) -> None:
+        outcomes: list[Outcome] = []
+        for future in futures:
+            self._inflight -= 1
+            calls = self._calls_by_key.pop(future.key)
+            try:
+                outcomes.extend(future.result())
+            except Exception as exc:  # a lost worker or a crash outside any task
+                now = time.time()
+                log.warning("chunk of %d tasks lost: %s", len(calls), exc)
+                outcomes.extend(
+                    Outcome(c.index, c.attempt, "failed", None, now, now,
+                            message=f"worker lost: {type(exc).__name__}: {exc}"[:500])
+                    for c in calls
+                )
+        records: list[st.AttemptRecord] = []
+        new_states: dict[int, str] = {}
+        memo: list[MemoEntry] = []
+        for out in outcomes:
+            i = out.index
+            spec_index = self.graph.instances[i].spec_index
+            self._learn(spec_index, out.ended - out.started)
+            if out.state == "succeeded":
+                state = st.SUCCEEDED
+                memo.append(
+                    MemoEntry(self.graph.instances[i].id,
+                              self.factory.fingerprint(self.graph.instances[i]),
+                              out.inputs_sig, out.outputs_sig, self.run_id)
+                )
+            elif out.state == "cancelled":
+                state = st.CANCELLED
+            else:
+                policy = self.graph.template(self.graph.instances[i]).retries
+                retry = self.attempt[i] - 1 < policy.attempts
+                state = st.PENDING if retry else st.FAILED
+                if retry:
+                    delay = policy.delay(self.attempt[i])
+                    heapq.heappush(self._retry_heap, (time.monotonic() + delay, i))
+                    log.info("retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay,
+                             out.message)
+            records.append(
+                st.AttemptRecord(i, out.attempt, out.state, out.exit_code, out.started,
+                                 out.ended, out.peak_rss, out.host, out.message)
+            )
+            new_states[i] = state
+        self.db.record_attempts(records, new_states)
+        if memo:
+            self.memo.record(memo)
+        skipped: list[int] = []
+        for i, state in new_states.items():
+            self._set_state(i, state)
+            if state == st.SUCCEEDED:
+                self.remaining -= 1
+                for child in self.dependents[i]:
+                    if self.state[child] == st.PENDING:
+                        self.waiting[child] -= 1
+                        if self.waiting[child] == 0:
+                            self._make_ready(child)
+            elif state in (st.FAILED, st.CANCELLED):
+                self.remaining -= 1
+                skipped.extend(self._skip_downstream(i))
+        if skipped:
+            self.db.set_states(((i, st.SKIPPED) for i in skipped), message="an upstream task failed")
+
+    def _skip_downstream(self, i: int) -> list[int]:
+        out = []
+        stack = list(self.dependents[i])
+        while stack:
+            child = stack.pop()
+            if self.state[child] != st.PENDING:
+                continue
+            self._set_state(child, st.SKIPPED)
+            self.remaining -= 1
+            out.append(child)
+            stack.extend(self.dependents[child])
+        return out
+
+    def _release_retries(self) -> None:
+        now = time.monotonic()
+        while self._retry_heap and self._retry_heap[0][0] <= now:
+            _, i = heapq.heappop(self._retry_heap)
+            self._make_ready(i)
+
+    def _learn(self, spec_index: int, seconds: float) -> None:
+        seen = self._observed.get(spec_index, 0)
+        mean = self._mean_seconds.get(spec_index, seconds)
+        self._mean_seconds[spec_index] = mean + (seconds - mean) / min(seen + 1, 20)
+        self._observed[spec_index] = seen + 1
+
+    # -- cancel, bookkeeping ------------------------------------------------------------
+
+    def _cancel(self) -> None:
+        log.warning("cancelling: killing running tasks")
+        try:
+            self.client.run(kill_running, wait=True)
+        except Exception as exc:  # workers may already be gone
+            log.debug("kill_running failed: %s", exc)
+        changes = []
+        for i, state in enumerate(self.state):
+            if state in (st.RUNNING, st.PENDING):
+                self._set_state(i, st.CANCELLED)
+                changes.append((i, st.CANCELLED))
+        self.db.set_states(changes, message="run cancelled")
+
+    def _set_state(self, i: int, state: str) -> None:
+        old = self.state[i]
+        if old == state:
+            return
+        bucket = self.counts[self.names[i]]
+        bucket[old] -= 1
+        bucket[state] = bucket.get(state, 0) + 1
+        self.state[i] = state
+
+    def _progress(self, force: bool = False) -> None:
+        if self.observer is None:
+            return
+        now = time.monotonic()
+        if force or now - self._last_progress > 0.1:
+            self._last_progress = now
+            self.observer.update({k: dict(v) for k, v in self.counts.items()})
+
+    def _totals(self) -> dict[str, int]:
+        totals: dict[str, int] = {}
+        for state in self.state:
+            totals[state] = totals.get(state, 0) + 1
+        return totals
+
+    def _failed(self) -> list[int]:
+        return [i for i, s in enumerate(self.state) if s == st.FAILED]
+
+
+ProgressCallback = Callable[[dict[str, dict[str, int]]], None]

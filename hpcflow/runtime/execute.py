@@ -1,0 +1,290 @@
+"""Runs task attempts on a worker: real subprocesses in their own process groups.
+
+This module is what a Dask worker imports; it keeps to the standard library. A chunk of
+calls runs one after another in one worker thread, so thousands of tiny tasks cost a few
+Dask round trips instead of thousands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from hpcflow.runtime.calls import Outcome, TaskCall
+
+_HOST = socket.gethostname()
+
+
+class LiveProcesses:
+    """Process groups started by this worker process, so a cancel can kill them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self.cancelled = False
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+
+    def kill_all(self, grace: float = 1.0) -> int:
+        """SIGTERM every live group, then SIGKILL what is left after ``grace`` seconds."""
+        self.cancelled = True
+        with self._lock:
+            groups = list(self._groups)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
+            time.sleep(0.05)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGKILL)
+        return len(groups)
+
+
+LIVE = LiveProcesses()
+
+
+def kill_running() -> int:
+    """Kill every task process this worker started (run on each worker by the driver)."""
+    return LIVE.kill_all()
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+def run_chunk(calls: list[TaskCall]) -> list[Outcome]:
+    """Run ``calls`` in order and return one outcome each (cancelled ones included)."""
+    outcomes = []
+    for call in calls:
+        if LIVE.cancelled:
+            now = time.time()
+            outcomes.append(
+                Outcome(call.index, call.attempt, "cancelled", None, now, now, host=_HOST,
+                        message="run cancelled")
+            )
+            continue
+        outcomes.append(run_call(call))
+    return outcomes
+
+
+def run_call(call: TaskCall) -> Outcome:
+    """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
+    started = time.time()
+    try:
+        os.makedirs(call.log_dir, exist_ok=True)
+        inputs_sig, missing = file_signatures(call.inputs)
+        if missing:
+            return _finish(call, started, "failed", None, None,
+                           "missing input files: " + ", ".join(missing[:5]))
+        os.makedirs(call.workdir, exist_ok=True)
+        for path in call.outputs:
+            # A stale file must never pass for this attempt's output.
+            if os.path.isfile(path) or os.path.islink(path):
+                os.unlink(path)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        if call.kind == "python" and call.timeout is None and os.getcwd() == call.workdir:
+            # In-process is fast; it needs the task's directory to be the process's one,
+            # and no timeout (a thread cannot be killed). Otherwise: a child process.
+            exit_code, peak, message = _run_python_inline(call)
+        else:
+            exit_code, peak, message = _run_process(call)
+    except OSError as exc:
+        return _finish(call, started, "failed", None, None, f"cannot start: {exc}")
+    if LIVE.cancelled and exit_code != 0:
+        return _finish(call, started, "cancelled", exit_code, peak, "run cancelled")
+    if exit_code != 0:
+        return _finish(call, started, "failed", exit_code, peak, message)
+    outputs_sig, missing = file_signatures(call.outputs)
+    if missing:
+        return _finish(call, started, "failed", exit_code, peak,
+                       "exited 0 but did not create: " + ", ".join(missing[:5]))
+    outcome = Outcome(call.index, call.attempt, "succeeded", 0, started, time.time(), peak,
+                      _HOST, None, inputs_sig, outputs_sig)
+    return outcome
+
+
+def _finish(call: TaskCall, started: float, state: str, exit_code: int | None,
+            peak: int | None, message: str | None) -> Outcome:
+    quarantine_outputs(call)
+    return Outcome(call.index, call.attempt, state, exit_code, started, time.time(), peak,
+                   _HOST, message)
+
+
+def file_signatures(paths: tuple[str, ...]) -> tuple[dict[str, list[int]], list[str]]:
+    """(size, mtime_ns) of each existing path, and the paths that are missing."""
+    sig: dict[str, list[int]] = {}
+    missing: list[str] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            missing.append(path)
+            continue
+        sig[path] = [st.st_size, st.st_mtime_ns]
+    return sig, missing
+
+
+def quarantine_outputs(call: TaskCall) -> None:
+    """Move whatever outputs a failed attempt left into the run's quarantine folder."""
+    moved = False
+    for path in call.outputs:
+        if not os.path.lexists(path):
+            continue
+        if not moved:
+            os.makedirs(call.quarantine_dir, exist_ok=True)
+            moved = True
+        target = os.path.join(call.quarantine_dir, os.path.basename(path) or "output")
+        try:
+            os.replace(path, target)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
+def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
+    if call.kind == "shell":
+        argv = ["bash", "-c", call.command or ""]
+    elif call.kind == "argv":
+        argv = list(call.argv or [])
+    else:
+        argv = [sys.executable, "-m", "hpcflow.runtime.pycall", call.python or "",
+                json.dumps(call.kwargs or {}), os.path.join(call.log_dir, "result.json")]
+    env = None
+    if call.env:
+        env = dict(os.environ)
+        env.update(call.env)
+    with open(os.path.join(call.log_dir, "stdout"), "wb") as out, \
+            open(os.path.join(call.log_dir, "stderr"), "wb") as err:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=call.workdir,
+            env=env, start_new_session=True, close_fds=True,
+        )
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    LIVE.add(pgid)
+    timer = None
+    timed_out = threading.Event()
+    if call.timeout is not None:
+        def _expire() -> None:
+            timed_out.set()
+            _signal_group(pgid, signal.SIGTERM)
+            time.sleep(1.0)
+            _signal_group(pgid, signal.SIGKILL)
+        timer = threading.Timer(call.timeout, _expire)
+        timer.daemon = True
+        timer.start()
+    try:
+        _pid, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        if timer is not None:
+            timer.cancel()
+        # Kill stragglers the task left in its group (e.g. backgrounded children).
+        _signal_group(pgid, signal.SIGKILL)
+        LIVE.discard(pgid)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    code = proc.returncode
+    peak = usage.ru_maxrss * 1024
+    if timed_out.is_set():
+        return (code if code != 0 else -signal.SIGTERM), peak, f"timed out after {call.timeout:g}s"
+    if code < 0:
+        return code, peak, f"killed by signal {signal.Signals(-code).name}"
+    return code, peak, (f"exited with {code}" if code else None)
+
+
+# -- python callables in the worker process -------------------------------------------------
+
+
+class _ThreadStreams(io.TextIOBase):
+    """sys.stdout/err replacement that sends each thread's writes to that thread's file."""
+
+    def __init__(self, fallback: TextIO, local: threading.local, attr: str) -> None:
+        self._fallback = fallback
+        self._local = local
+        self._attr = attr
+
+    def write(self, text: str) -> int:
+        target = getattr(self._local, self._attr, None)
+        return (target or self._fallback).write(text)
+
+    def flush(self) -> None:
+        target = getattr(self._local, self._attr, None)
+        (target or self._fallback).flush()
+
+
+_STREAMS = threading.local()
+_STREAMS_LOCK = threading.Lock()
+_PATHS_ADDED: set[str] = set()
+
+
+def _install_streams() -> None:
+    with _STREAMS_LOCK:
+        if not isinstance(sys.stdout, _ThreadStreams):
+            sys.stdout = _ThreadStreams(sys.stdout, _STREAMS, "out")
+        if not isinstance(sys.stderr, _ThreadStreams):
+            sys.stderr = _ThreadStreams(sys.stderr, _STREAMS, "err")
+
+
+@contextlib.contextmanager
+def _captured(log_dir: str) -> Iterator[None]:
+    _install_streams()
+    with open(os.path.join(log_dir, "stdout"), "w", encoding="utf-8") as out, \
+            open(os.path.join(log_dir, "stderr"), "w", encoding="utf-8") as err:
+        _STREAMS.out, _STREAMS.err = out, err
+        try:
+            yield
+        finally:
+            _STREAMS.out = _STREAMS.err = None
+
+
+def resolve_callable(spec: str, workdir: str) -> Any:
+    """Import ``package.module:function`` (the working directory is importable)."""
+    with _STREAMS_LOCK:
+        if workdir not in _PATHS_ADDED:
+            sys.path.insert(0, workdir)
+            _PATHS_ADDED.add(workdir)
+    module_name, _, attr = spec.partition(":")
+    target: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        target = getattr(target, part)
+    return target
+
+
+def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
+    import traceback
+
+    with _captured(call.log_dir):
+        try:
+            func = resolve_callable(call.python or "", call.workdir)
+            result = func(**(call.kwargs or {}))
+            text = json.dumps(result)
+        except Exception as exc:  # the task's own error: record it, never crash the worker
+            traceback.print_exc()
+            return 1, None, f"{type(exc).__name__}: {exc}"[:500]
+    with open(os.path.join(call.log_dir, "result.json"), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return 0, None, None

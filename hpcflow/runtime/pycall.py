@@ -1,0 +1,24 @@
+"""``python -m hpcflow.runtime.pycall FUNC KWARGS_JSON RESULT_PATH``: one Python task in its
+own process (used when the task has a timeout or its own working directory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def main(argv: list[str]) -> int:
+    from hpcflow.runtime.execute import resolve_callable
+
+    spec, kwargs_json, result_path = argv
+    func = resolve_callable(spec, os.getcwd())
+    result = func(**json.loads(kwargs_json))
+    text = json.dumps(result)
+    with open(result_path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,68 @@
+"""Which tasks a run must execute, given what earlier runs recorded in the memo."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.runtime.calls_factory import CallFactory
+from hpcflow.runtime.execute import file_signatures
+from hpcflow.store.memo import MemoEntry
+
+
+@dataclass(frozen=True)
+class ResumeDecision:
+    """``run[i]`` says whether instance ``i`` must run; ``reasons[i]`` says why (or why not)."""
+
+    run: list[bool]
+    reasons: list[str]
+
+    @property
+    def to_run(self) -> int:
+        return sum(self.run)
+
+
+def decide(
+    graph: TaskGraph,
+    memo: dict[str, MemoEntry],
+    factory: CallFactory,
+    *,
+    force: bool = False,
+    rerun: tuple[str, ...] = (),
+) -> ResumeDecision:
+    """Run a task when forced, matched by ``rerun``, downstream of a task that runs, or when
+    its memo entry is missing or stale (command, inputs or outputs changed)."""
+    n = len(graph.instances)
+    run = [False] * n
+    reasons = [""] * n
+    for i in graph.order:
+        inst = graph.instances[i]
+        name = graph.template(inst).spec.name
+        if force:
+            run[i], reasons[i] = True, "forced"
+            continue
+        if rerun and any(fnmatchcase(inst.id, p) or fnmatchcase(name, p) for p in rerun):
+            run[i], reasons[i] = True, "matched --rerun"
+            continue
+        upstream = next((d for d in inst.deps if run[d]), None)
+        if upstream is not None:
+            run[i], reasons[i] = True, f"upstream {graph.instances[upstream].id} runs"
+            continue
+        entry = memo.get(inst.id)
+        if entry is None:
+            run[i], reasons[i] = True, "never succeeded"
+            continue
+        if entry.fingerprint != factory.fingerprint(inst):
+            run[i], reasons[i] = True, "command or parameters changed"
+            continue
+        inputs, _ = file_signatures(inst.inputs)
+        if inputs != entry.inputs:
+            run[i], reasons[i] = True, "inputs changed"
+            continue
+        outputs, missing = file_signatures(inst.outputs)
+        if missing or outputs != entry.outputs:
+            run[i], reasons[i] = True, "outputs missing or changed"
+            continue
+        reasons[i] = f"up to date (run {entry.run_id})"
+    return ResumeDecision(run, reasons)

@@ -1,0 +1,262 @@
+"""Read a workflow file into a validated :class:`LoadedWorkflow`, or raise one
+:class:`~hpcflow.errors.SpecError` listing every problem with its file:line:column."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from pathlib import Path as FsPath
+from typing import Any
+
+import pydantic
+
+from hpcflow.errors import SpecError, SpecProblem
+from hpcflow.spec.models import Defaults, Resources, RetryPolicy, TaskSpec, Workflow
+from hpcflow.spec.placeholders import BUILTINS, Template
+from hpcflow.spec.sweep import Sweep, parse_sweep
+from hpcflow.spec.yamlpos import Path, Positions, load_yaml
+
+_CALLABLE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+@dataclass(frozen=True)
+class LoadedWorkflow:
+    """A validated workflow plus what later stages need to report errors precisely."""
+
+    workflow: Workflow
+    positions: Positions
+    source: FsPath | None
+    text: str
+    sweeps: dict[str, Sweep]
+
+    @property
+    def base_dir(self) -> FsPath:
+        """The folder relative paths in the file are resolved against."""
+        return self.source.parent if self.source else FsPath.cwd()
+
+    def task_index(self, name: str) -> int:
+        for i, task in enumerate(self.workflow.tasks):
+            if task.name == name:
+                return i
+        raise KeyError(name)
+
+
+def load_workflow(path: str | FsPath) -> LoadedWorkflow:
+    """Load and validate the workflow file at ``path``."""
+    source = FsPath(path)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError([SpecProblem(str(path), None, None, "", "no such file")]) from None
+    except IsADirectoryError:
+        raise SpecError(
+            [SpecProblem(str(path), None, None, "", "is a directory, not a workflow file")]
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError([SpecProblem(str(path), None, None, "", f"cannot read: {exc}")]) from None
+    return parse_workflow(text, str(path), source=source.resolve())
+
+
+def parse_workflow(text: str, file: str = "<workflow>", source: FsPath | None = None) -> LoadedWorkflow:
+    """Validate workflow ``text``; ``file`` is the name used in error messages."""
+    data, positions = load_yaml(text, file)
+    if not isinstance(data, dict):
+        raise SpecError(
+            [
+                positions.problem(
+                    (), "a workflow must be a mapping with 'name' and 'tasks'",
+                    hint="start from `hpcflow init` or workflows/hello/workflow.yaml",
+                )
+            ]
+        )
+    try:
+        workflow = Workflow.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise SpecError(_problems_from_pydantic(exc, positions, data)) from None
+    problems: list[SpecProblem] = []
+    sweeps: dict[str, Sweep] = {}
+    _check_tasks(workflow, positions, problems, sweeps)
+    if problems:
+        raise SpecError(problems)
+    return LoadedWorkflow(workflow, positions, source, text, sweeps)
+
+
+# -- pydantic errors → positioned problems ----------------------------------------------------
+
+_FIELDS_BY_CONTEXT: dict[str, type[pydantic.BaseModel]] = {
+    "workflow": Workflow,
+    "defaults": Defaults,
+    "task": TaskSpec,
+    "resources": Resources,
+    "retries": RetryPolicy,
+}
+
+
+def _context(path: Path) -> str | None:
+    if path == ():
+        return "workflow"
+    if path == ("defaults",):
+        return "defaults"
+    if len(path) == 2 and path[0] == "tasks" and isinstance(path[1], int):
+        return "task"
+    if path and path[-1] in ("resources", "retries"):
+        return str(path[-1])
+    return None
+
+
+def _document_path(loc: tuple[Any, ...], positions: Positions) -> Path:
+    """Trim pydantic's location (which may name union members) to a path in the document."""
+    path: Path = ()
+    for part in loc:
+        candidate = (*path, part)
+        if candidate in positions.values:
+            path = candidate
+        else:
+            break
+    return path
+
+
+def _problems_from_pydantic(
+    exc: pydantic.ValidationError, positions: Positions, data: Any
+) -> list[SpecProblem]:
+    problems: list[SpecProblem] = []
+    seen: set[Path] = set()
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        kind = error["type"]
+        if kind == "extra_forbidden":
+            path = _document_path(loc, positions)
+            key = str(loc[-1])
+            parent = path[:-1]
+            model = _FIELDS_BY_CONTEXT.get(_context(parent) or "")
+            allowed = sorted(model.model_fields) if model else []
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else (
+                f"allowed keys: {', '.join(allowed)}" if allowed else None
+            )
+            problems.append(positions.problem(path, f"unknown key {key!r}", hint=hint, key=True))
+            continue
+        if kind == "missing":
+            path = _document_path(loc[:-1], positions)
+            if path in seen:
+                continue
+            problems.append(positions.problem(path, f"missing required key {loc[-1]!r}"))
+            continue
+        path = _document_path(loc, positions)
+        if path in seen:
+            continue
+        seen.add(path)
+        message = str(error["msg"]).removeprefix("Value error, ")
+        if len(path) < len(loc) and kind not in ("value_error",):
+            # A union failed on every member: say what is accepted instead of each failure.
+            message = _union_message(path) or message
+        problems.append(positions.problem(path, message))
+    return problems or [positions.problem((), str(exc))]
+
+
+def _union_message(path: Path) -> str | None:
+    if len(path) >= 2 and path[-2] == "params":
+        return "a parameter must be text, a number, true/false, or a list of those"
+    return None
+
+
+# -- whole-document checks ------------------------------------------------------------------
+
+
+def _check_tasks(
+    workflow: Workflow, positions: Positions, problems: list[SpecProblem], sweeps: dict[str, Sweep]
+) -> None:
+    names: dict[str, int] = {}
+    for i, task in enumerate(workflow.tasks):
+        where: Path = ("tasks", i)
+        if task.name in names:
+            problems.append(
+                positions.problem(
+                    (*where, "name"), f"duplicate task name {task.name!r}",
+                    hint=f"first used by tasks[{names[task.name]}]; names must be unique",
+                )
+            )
+        else:
+            names[task.name] = i
+    all_names = list(names)
+    for i, task in enumerate(workflow.tasks):
+        where = ("tasks", i)
+        swept: tuple[str, ...] = ()
+        if task.foreach is not None:
+            sweep, sweep_problems = parse_sweep(task.foreach, (*where, "foreach"), positions)
+            problems.extend(sweep_problems)
+            if sweep is not None:
+                sweeps[task.name] = sweep
+                swept = sweep.names
+        clash = set(swept) & set(task.params)
+        for name in sorted(clash):
+            problems.append(
+                positions.problem(
+                    (*where, "params", name), f"parameter {name!r} is both swept and constant",
+                    key=True,
+                )
+            )
+        for name in sorted((set(swept) | set(task.params)) & BUILTINS):
+            problems.append(
+                positions.problem(
+                    (*where, "params", name) if name in task.params else (*where, "foreach"),
+                    f"{name!r} is a reserved placeholder name; choose another parameter name",
+                )
+            )
+        known = set(swept) | set(task.params)
+        _check_placeholders(task, where, known, positions, problems)
+        for j, need in enumerate(task.needs):
+            if need == task.name:
+                problems.append(
+                    positions.problem((*where, "needs", j), "a task cannot need itself")
+                )
+            elif need not in names:
+                close = difflib.get_close_matches(need, all_names, n=1, cutoff=0.6)
+                problems.append(
+                    positions.problem(
+                        (*where, "needs", j), f"needs unknown task {need!r}",
+                        hint=f"did you mean {close[0]!r}?" if close else
+                        f"tasks are: {', '.join(all_names[:20])}",
+                    )
+                )
+        if task.python is not None and not _CALLABLE.match(task.python):
+            problems.append(
+                positions.problem(
+                    (*where, "python"), f"{task.python!r} is not 'package.module:function'",
+                    hint="e.g. python: mypkg.analysis:summarize",
+                )
+            )
+        if task.python is not None and task.resources and task.resources.ranks > 1:
+            problems.append(
+                positions.problem(
+                    (*where, "resources", "ranks"),
+                    "a python task cannot have ranks > 1; use 'command' or 'argv' for MPI programs",
+                )
+            )
+
+
+def _check_placeholders(
+    task: TaskSpec, where: Path, known: set[str], positions: Positions, problems: list[SpecProblem]
+) -> None:
+    fields: list[tuple[Path, str, set[str]]] = []
+    action_names = known | BUILTINS
+    if task.command is not None:
+        fields.append(((*where, "command"), task.command, action_names))
+    for j, arg in enumerate(task.argv or []):
+        fields.append(((*where, "argv", j), arg, action_names))
+    for key in ("inputs", "outputs"):
+        for j, pattern in enumerate(getattr(task, key)):
+            fields.append(((*where, key, j), pattern, known))
+    if task.workdir is not None:
+        fields.append(((*where, "workdir"), task.workdir, known))
+    for env_key, env_value in task.env.items():
+        fields.append(((*where, "env", env_key), env_value, known))
+    for path, text, allowed in fields:
+        for name in Template.parse(text).names:
+            if name not in allowed:
+                close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
+                hint = f"did you mean {{{close[0]}}}?" if close else (
+                    "define it under 'params:' or 'foreach:'; write {{" + name + "}} for literal braces"
+                )
+                problems.append(positions.problem(path, f"undefined placeholder {{{name}}}", hint=hint))

@@ -1,0 +1,181 @@
+"""Typed models of a workflow file.
+
+These are pure data: they validate shapes and types, nothing here knows how a task is run.
+Semantic checks that need the whole document (names, placeholders, dependencies) live in
+:mod:`hpcflow.spec.checks`; sweep expansion lives in :mod:`hpcflow.dag`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    WithJsonSchema,
+    model_validator,
+)
+
+from hpcflow.spec.units import parse_duration, parse_memory
+
+Duration = Annotated[
+    float,
+    BeforeValidator(parse_duration),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+            "description": "seconds, or e.g. '90s', '10m', '1h30m', '2:00:00'",
+        }
+    ),
+]
+Memory = Annotated[
+    int,
+    BeforeValidator(parse_memory),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "number", "minimum": 0}, {"type": "string"}],
+            "description": "e.g. '512MB', '4GB', '2GiB'; a bare number is megabytes",
+        }
+    ),
+]
+Scalar = str | int | float | bool
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(_Model):
+    """What one attempt of a task needs. Unset fields inherit from ``defaults``."""
+
+    cpus: PositiveInt = Field(1, description="CPU cores (slots) the task occupies")
+    memory: Memory | None = Field(None, description="memory, e.g. '4GB'")
+    gpus: NonNegativeInt = Field(0, description="GPUs the task needs")
+    walltime: Duration | None = Field(None, description="expected upper bound of the runtime")
+    ranks: PositiveInt = Field(1, description="MPI ranks (a task with ranks > 1 is an MPI task)")
+    nodes: PositiveInt | None = Field(None, description="nodes to spread MPI ranks over")
+
+    def merged_over(self, base: Resources) -> Resources:
+        """These resources, with fields this object did not set taken from ``base``."""
+        values = base.model_dump()
+        values.update({name: getattr(self, name) for name in self.model_fields_set})
+        return Resources.model_validate(values)
+
+
+def _retries_from_int(value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"attempts": value}
+    return value
+
+
+class RetryPolicy(_Model):
+    """How often a failed task is tried again, and how long to wait in between."""
+
+    attempts: NonNegativeInt = Field(0, description="extra attempts after the first one fails")
+    backoff: Duration = Field(1.0, description="wait before the first retry")
+    factor: float = Field(2.0, ge=1.0, description="each further wait is multiplied by this")
+    max_backoff: Duration = Field(300.0, description="upper bound of one wait")
+
+    def delay(self, retry_number: int) -> float:
+        """Seconds to wait before retry ``retry_number`` (1-based)."""
+        return float(min(self.max_backoff, self.backoff * self.factor ** (retry_number - 1)))
+
+
+Retries = Annotated[
+    RetryPolicy,
+    BeforeValidator(_retries_from_int),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {
+                    "type": "object",
+                    "properties": {
+                        "attempts": {"type": "integer", "minimum": 0},
+                        "backoff": {"anyOf": [{"type": "number"}, {"type": "string"}]},
+                        "factor": {"type": "number", "minimum": 1},
+                        "max_backoff": {"anyOf": [{"type": "number"}, {"type": "string"}]},
+                    },
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
+class Defaults(_Model):
+    """Values every task inherits unless it sets its own."""
+
+    resources: Resources = Field(default_factory=Resources)
+    retries: Retries | None = None
+    timeout: Duration | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = None
+
+
+class TaskSpec(_Model):
+    """One entry of ``tasks:``; a ``foreach`` sweep turns it into many task instances."""
+
+    name: str = Field(min_length=1, description="unique name; sweep instances get name[k=v,...]")
+    description: str | None = None
+    command: str | None = Field(
+        None, description="shell command run by bash; {param} values are shell-quoted"
+    )
+    argv: list[str] | None = Field(
+        None, min_length=1, description="program and arguments, run without a shell"
+    )
+    python: str | None = Field(
+        None, description="'package.module:function', called with the task's parameters"
+    )
+    foreach: dict[str, Any] | None = Field(
+        None,
+        description="sweep: param → list or {range: [start, stop, step]}; "
+        "or {product: {...}, zip: {...}}",
+    )
+    params: dict[str, Scalar | list[Scalar]] = Field(
+        default_factory=dict, description="constant parameters"
+    )
+    inputs: list[str] = Field(default_factory=list, description="files (globs) the task reads")
+    outputs: list[str] = Field(default_factory=list, description="files the task must create")
+    needs: list[str] = Field(default_factory=list, description="names of tasks to run first")
+    resources: Resources | None = None
+    retries: Retries | None = None
+    timeout: Duration | None = Field(None, description="kill the attempt after this long")
+    env: dict[str, str] = Field(default_factory=dict)
+    workdir: str | None = Field(None, description="directory the task runs in")
+
+    @model_validator(mode="after")
+    def _one_action(self) -> TaskSpec:
+        given = [k for k in ("command", "argv", "python") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a task needs exactly one of 'command', 'argv' or 'python'"
+                + (f" (it has {', '.join(given)})" if given else "")
+            )
+        return self
+
+    @property
+    def kind(self) -> str:
+        """``shell``, ``argv`` or ``python``."""
+        if self.command is not None:
+            return "shell"
+        if self.argv is not None:
+            return "argv"
+        return "python"
+
+
+class Workflow(_Model):
+    """A whole workflow file."""
+
+    name: str = Field(min_length=1, description="the workflow's name")
+    description: str | None = None
+    workdir: str | None = Field(
+        None, description="directory tasks run in, relative to this file (default: its folder)"
+    )
+    defaults: Defaults = Field(default_factory=Defaults)
+    tasks: list[TaskSpec] = Field(min_length=1)

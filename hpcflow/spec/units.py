@@ -1,0 +1,83 @@
+"""Parsing of human-written quantities: durations (``90s``, ``1:30:00``) and memory (``4GB``)."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|hr|min|m|sec|s)", re.IGNORECASE)
+_MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+_MEMORY_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from ``30``, ``"45s"``, ``"10m"``, ``"1h30m"``, ``"2:00:00"`` or ``"1-12:00:00"``.
+
+    Raises ``ValueError`` with a message that shows accepted forms.
+    """
+    if isinstance(value, bool):
+        raise ValueError("expected a duration such as 30, '90s', '10m', '1h30m' or '2:00:00'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("a duration cannot be negative")
+        return float(value)
+    if not isinstance(value, str):
+        raise ValueError("expected a duration such as 30, '90s', '10m', '1h30m' or '2:00:00'")
+    text = value.strip()
+    days = 0
+    if re.fullmatch(r"\d+-\d{1,2}(:\d{1,2}){0,2}", text):
+        day_text, text = text.split("-", 1)
+        days = int(day_text)
+    if re.fullmatch(r"\d+(:\d{1,2}){1,2}", text):
+        parts = [int(p) for p in text.split(":")]
+        while len(parts) < 3:
+            parts.insert(0, 0)
+        hours, minutes, seconds = parts
+        return float(days * 86400 + hours * 3600 + minutes * 60 + seconds)
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text) + days * 86400
+    matches = list(_DURATION_PART.finditer(text))
+    if matches and "".join(m.group(0) for m in matches).replace(" ", "") == text.replace(" ", ""):
+        total = sum(float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()] for m in matches)
+        return total + days * 86400
+    raise ValueError(
+        f"cannot read {value!r} as a duration; use e.g. 30, '90s', '10m', '1h30m' or '2:00:00'"
+    )
+
+
+def parse_memory(value: object) -> int:
+    """Bytes from ``"512MB"``, ``"4G"``, ``"2GiB"`` or a bare number of megabytes."""
+    if isinstance(value, bool):
+        raise ValueError("expected memory such as '512MB' or '4GB'")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("memory cannot be negative")
+        return int(value * 1024**2)
+    if not isinstance(value, str):
+        raise ValueError("expected memory such as '512MB' or '4GB'")
+    match = _MEMORY.match(value)
+    if not match:
+        raise ValueError(f"cannot read {value!r} as memory; use e.g. '512MB', '4GB' or '2GiB'")
+    number, prefix, _suffix = match.groups()
+    if not prefix:
+        # A bare number means megabytes, as in SLURM's --mem.
+        return int(float(number) * 1024**2)
+    return int(float(number) * 1024 ** _MEMORY_POWERS[prefix.lower()])
+
+
+def format_duration(seconds: float) -> str:
+    """``5400`` → ``"1:30:00"`` (SLURM's H:MM:SS)."""
+    total = int(round(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def format_memory(num_bytes: int) -> str:
+    """Bytes → a short human string (``1.5 GiB``)."""
+    size = float(num_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"

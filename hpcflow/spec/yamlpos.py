@@ -1,0 +1,163 @@
+"""YAML loading that remembers where every key and value came from.
+
+Pydantic validates plain data; to point a user at ``file:line:column`` we keep, for each
+path into the document (a tuple of keys and list indices), the position of the key and of
+the value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from hpcflow.errors import SpecError, SpecProblem
+
+Path = tuple[str | int, ...]
+
+
+@dataclass
+class Positions:
+    """Where each path of a loaded document is, 1-based (line, column)."""
+
+    file: str
+    values: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+
+    def locate(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
+        """The position of ``path`` (its key if ``key``), or of its nearest known parent."""
+        table = self.keys if key else self.values
+        probe = tuple(path)
+        while probe:
+            if probe in table:
+                return table[probe]
+            if probe in self.values:
+                return self.values[probe]
+            probe = probe[:-1]
+        return self.values.get((), (None, None))
+
+    def problem(
+        self, path: Path, message: str, *, hint: str | None = None, key: bool = False
+    ) -> SpecProblem:
+        line, column = self.locate(path, key=key)
+        return SpecProblem(self.file, line, column, format_path(path), message, hint)
+
+
+def format_path(path: Path) -> str:
+    """``('tasks', 0, 'resources')`` → ``tasks[0].resources``."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader whose scalars we construct one at a time."""
+
+
+def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
+    """Parse ``text``; return plain data and the positions of everything in it.
+
+    Raises
+    ------
+    SpecError
+        For YAML syntax errors, non-string mapping keys and duplicate keys.
+    """
+    positions = Positions(file)
+    loader = _Loader(text)
+    try:
+        try:
+            root = loader.get_single_node()
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark else None
+            col = mark.column + 1 if mark else None
+            problem = exc.problem or str(exc)
+            hint = None
+            if mark is not None and "{" in (mark.buffer or "")[max(0, mark.index - 40): mark.index + 1]:
+                hint = ('quote values that contain {placeholders} inside [...] or {...}, '
+                        'e.g. ["out_{i}.txt"]')
+            raise SpecError(
+                [SpecProblem(file, line, col, "", f"YAML syntax error: {problem}", hint)]
+            ) from None
+        except yaml.YAMLError as exc:
+            raise SpecError(
+                [SpecProblem(file, None, None, "", f"cannot read YAML: {exc}")]
+            ) from None
+        if root is None:
+            return None, positions
+        problems: list[SpecProblem] = []
+        data = _convert(root, (), loader, positions, problems, depth=0)
+        if problems:
+            raise SpecError(problems)
+        return data, positions
+    finally:
+        loader.dispose()
+
+
+def _mark(node: yaml.Node) -> tuple[int, int]:
+    return node.start_mark.line + 1, node.start_mark.column + 1
+
+
+def _convert(
+    node: yaml.Node,
+    path: Path,
+    loader: _Loader,
+    positions: Positions,
+    problems: list[SpecProblem],
+    depth: int,
+) -> Any:
+    if depth > 64:
+        problems.append(positions.problem(path, "document nested too deeply (over 64 levels)"))
+        return None
+    positions.values[path] = _mark(node)
+    if isinstance(node, yaml.MappingNode):
+        result: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode):
+                line, col = _mark(key_node)
+                problems.append(
+                    SpecProblem(positions.file, line, col, format_path(path), "keys must be plain text")
+                )
+                continue
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                line, col = _mark(key_node)
+                problems.append(
+                    SpecProblem(
+                        positions.file, line, col, format_path(path),
+                        "YAML merge keys ('<<') are not supported", "write the keys out, or use 'defaults:'",
+                    )
+                )
+                continue
+            key = str(_scalar(key_node, loader))
+            child = (*path, key)
+            if key in result:
+                line, col = _mark(key_node)
+                problems.append(
+                    SpecProblem(
+                        positions.file, line, col, format_path(child),
+                        f"duplicate key {key!r}",
+                        f"first defined on line {positions.keys[child][0]}",
+                    )
+                )
+                continue
+            positions.keys[child] = _mark(key_node)
+            result[key] = _convert(value_node, child, loader, positions, problems, depth + 1)
+        return result
+    if isinstance(node, yaml.SequenceNode):
+        return [
+            _convert(item, (*path, i), loader, positions, problems, depth + 1)
+            for i, item in enumerate(node.value)
+        ]
+    return _scalar(node, loader)
+
+
+def _scalar(node: yaml.Node, loader: _Loader) -> Any:
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.YAMLError:
+        return node.value

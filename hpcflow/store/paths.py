@@ -1,0 +1,114 @@
+"""RunPaths: the one place that knows where everything of a run lives."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
+
+
+def task_slug(task_id: str) -> str:
+    """A file-system-safe, readable, unique directory name for a task id.
+
+    ``simulate[seed=3,sample=a]`` → ``simulate.seed=3.sample=a-<hash>``. Any id that is not
+    already plain gets a hash suffix, so two ids never share a folder and names such as
+    ``../x`` or ``/etc`` cannot leave the run directory.
+    """
+    if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}", task_id):
+        return task_id
+    readable = task_id.replace("[", ".").replace(",", ".").replace("]", "")
+    readable = _UNSAFE.sub("_", readable).strip("._")[:80] or "task"
+    digest = hashlib.sha1(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+def workflow_key(workflow_file: Path) -> str:
+    """A stable key for a workflow file: its stem plus a hash of its absolute path."""
+    resolved = str(workflow_file.resolve())
+    digest = hashlib.sha1(resolved.encode()).hexdigest()[:10]
+    stem = _UNSAFE.sub("_", workflow_file.stem)[:40] or "workflow"
+    return f"{stem}-{digest}"
+
+
+@dataclass(frozen=True)
+class StateRoot:
+    """``.hpcflow/`` beside a workflow: its runs, its lock and its memo of finished tasks."""
+
+    root: Path
+
+    @classmethod
+    def beside(cls, workflow_file: Path) -> StateRoot:
+        return cls(workflow_file.resolve().parent / ".hpcflow")
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs"
+
+    def lock_file(self, key: str) -> Path:
+        return self.root / "locks" / f"{key}.lock"
+
+    @property
+    def memo_db(self) -> Path:
+        return self.root / "memo.sqlite"
+
+
+@dataclass(frozen=True)
+class RunPaths:
+    """Every path inside one run directory."""
+
+    run_dir: Path
+
+    @property
+    def workflow_copy(self) -> Path:
+        return self.run_dir / "workflow.yaml"
+
+    @property
+    def run_info(self) -> Path:
+        return self.run_dir / "run.json"
+
+    @property
+    def state_db(self) -> Path:
+        return self.run_dir / "state.sqlite"
+
+    @property
+    def driver_log(self) -> Path:
+        return self.run_dir / "driver.log"
+
+    @property
+    def tasks_dir(self) -> Path:
+        return self.run_dir / "tasks"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        return self.run_dir / "quarantine"
+
+    def task_dir(self, slug: str) -> Path:
+        return self.tasks_dir / slug
+
+    def attempt_dir(self, slug: str, attempt: int) -> Path:
+        return self.tasks_dir / slug / str(attempt)
+
+    def stdout(self, slug: str, attempt: int) -> Path:
+        return self.attempt_dir(slug, attempt) / "stdout"
+
+    def stderr(self, slug: str, attempt: int) -> Path:
+        return self.attempt_dir(slug, attempt) / "stderr"
+
+    def result(self, slug: str, attempt: int) -> Path:
+        return self.attempt_dir(slug, attempt) / "result.json"
+
+    def quarantine(self, slug: str, attempt: int) -> Path:
+        return self.quarantine_dir / slug / str(attempt)
+
+
+def hpcflow_home() -> Path:
+    """Per-user state (the index of runs): ``$HPCFLOW_HOME`` or ``$XDG_STATE_HOME/hpcflow``."""
+    env = os.environ.get("HPCFLOW_HOME")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(Path.home(), ".local", "state")
+    return Path(xdg) / "hpcflow"
