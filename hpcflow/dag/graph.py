@@ -57,7 +57,9 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
     producers = _producers(loaded, instances, problems)
     if problems:
         raise SpecError(problems)
-    _connect_needs(loaded, templates, instances)
+    _connect_needs(loaded, templates, instances, problems)
+    if problems:
+        raise SpecError(problems)
     _connect_files(loaded, instances, producers, problems, check_files)
     if problems:
         raise SpecError(problems)
@@ -102,7 +104,10 @@ def _producers(
 
 
 def _connect_needs(
-    loaded: LoadedWorkflow, templates: list[TaskTemplate], instances: list[TaskInstance]
+    loaded: LoadedWorkflow,
+    templates: list[TaskTemplate],
+    instances: list[TaskInstance],
+    problems: list[SpecProblem],
 ) -> None:
     by_task: dict[int, list[TaskInstance]] = defaultdict(list)
     for inst in instances:
@@ -127,7 +132,22 @@ def _connect_needs(
             for other in by_task[target]:
                 index[tuple(str(other.params[k]) for k in shared)].append(other.index)
             for inst in mine:
-                inst.deps.extend(index.get(tuple(str(inst.params[k]) for k in shared), []))
+                key = tuple(str(inst.params[k]) for k in shared)
+                partners = index.get(key)
+                if partners:
+                    inst.deps.extend(partners)
+                    continue
+                j = template.spec.needs.index(need)
+                values = ", ".join(f"{k}={v}" for k, v in zip(shared, key, strict=True))
+                problems.append(
+                    loaded.positions.problem(
+                        ("tasks", spec_index, "needs", j),
+                        f"{inst.id!r} needs {need!r}, but no instance of {need!r} has {values}",
+                        hint=f"instances are paired on the parameters they share ({', '.join(shared)}); "
+                        "sweep the same values, or rename the parameter to wait for every instance",
+                    )
+                )
+                return
 
 
 def _connect_files(

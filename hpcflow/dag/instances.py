@@ -51,13 +51,14 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
     workflow = loaded.workflow
     defaults = workflow.defaults
     base_dir = str(loaded.base_dir)
-    root = os.path.join(base_dir, workflow.workdir) if workflow.workdir else base_dir
-    if defaults.workdir:
-        root = os.path.join(root, defaults.workdir)
     out = []
     for spec in workflow.tasks:
         resources = spec.resources.merged_over(defaults.resources) if spec.resources else defaults.resources
-        workdir = os.path.join(root, spec.workdir) if spec.workdir else root
+        # The folder of the file is literal text (it may contain braces); the workdir
+        # settings below it may hold {placeholders}.
+        relative = [p for p in (workflow.workdir, defaults.workdir, spec.workdir) if p]
+        parts = Template.parse(os.path.join(*relative)).parts if relative else ("",)
+        workdir = Template((os.path.join(base_dir, parts[0]), *parts[1:]))
         out.append(
             TaskTemplate(
                 spec=spec,
@@ -65,7 +66,7 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
                 retries=spec.retries or defaults.retries or RetryPolicy(),
                 timeout=spec.timeout if spec.timeout is not None else defaults.timeout,
                 env={**defaults.env, **spec.env},
-                workdir=Template.parse(workdir),
+                workdir=workdir,
                 inputs=tuple(Template.parse(p) for p in spec.inputs),
                 outputs=tuple(Template.parse(p) for p in spec.outputs),
             )

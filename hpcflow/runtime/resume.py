@@ -42,7 +42,7 @@ def decide(
         if force:
             run[i], reasons[i] = True, "forced"
             continue
-        if rerun and any(fnmatchcase(inst.id, p) or fnmatchcase(name, p) for p in rerun):
+        if rerun and any(_matches(inst.id, name, p) for p in rerun):
             run[i], reasons[i] = True, "matched --rerun"
             continue
         upstream = next((d for d in inst.deps if run[d]), None)
@@ -66,3 +66,8 @@ def decide(
             continue
         reasons[i] = f"up to date (run {entry.run_id})"
     return ResumeDecision(run, reasons)
+
+
+def _matches(task_id: str, name: str, pattern: str) -> bool:
+    """An exact id or name (ids contain '[', a glob character), or a glob over either."""
+    return pattern in (task_id, name) or fnmatchcase(task_id, pattern) or fnmatchcase(name, pattern)

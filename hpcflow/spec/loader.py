@@ -168,6 +168,7 @@ def _check_tasks(
     workflow: Workflow, positions: Positions, problems: list[SpecProblem], sweeps: dict[str, Sweep]
 ) -> None:
     names: dict[str, int] = {}
+    reported: set[tuple[Path, str]] = set()
     for i, task in enumerate(workflow.tasks):
         where: Path = ("tasks", i)
         if task.name in names:
@@ -206,6 +207,7 @@ def _check_tasks(
             )
         known = set(swept) | set(task.params)
         _check_placeholders(task, where, known, positions, problems)
+        _check_inherited_placeholders(workflow, task, known, positions, problems, reported)
         for j, need in enumerate(task.needs):
             if need == task.name:
                 problems.append(
@@ -260,3 +262,35 @@ def _check_placeholders(
                     "define it under 'params:' or 'foreach:'; write {{" + name + "}} for literal braces"
                 )
                 problems.append(positions.problem(path, f"undefined placeholder {{{name}}}", hint=hint))
+
+
+def _check_inherited_placeholders(
+    workflow: Workflow,
+    task: TaskSpec,
+    known: set[str],
+    positions: Positions,
+    problems: list[SpecProblem],
+    reported: set[tuple[Path, str]],
+) -> None:
+    """Placeholders in the workflow's and the defaults' workdir/env must be defined by every
+    task that inherits them (they are filled in per task instance)."""
+    fields: list[tuple[Path, str]] = []
+    if workflow.workdir is not None:
+        fields.append((("workdir",), workflow.workdir))
+    if workflow.defaults.workdir is not None:
+        fields.append((("defaults", "workdir"), workflow.defaults.workdir))
+    for env_key, env_value in workflow.defaults.env.items():
+        if env_key not in task.env:
+            fields.append((("defaults", "env", env_key), env_value))
+    for path, text in fields:
+        for name in Template.parse(text).names:
+            if name in known or (path, name) in reported:
+                continue
+            reported.add((path, name))
+            problems.append(
+                positions.problem(
+                    path, f"undefined placeholder {{{name}}} (task {task.name!r} has no such parameter)",
+                    hint="every task inherits this value, so each must define it under 'params:' "
+                    "or 'foreach:'; write {{" + name + "}} for literal braces",
+                )
+            )

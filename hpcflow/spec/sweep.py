@@ -23,6 +23,9 @@ from hpcflow.spec.yamlpos import Path, Positions
 
 ScalarValue = str | int | float | bool
 
+#: Most instances one task's sweep may expand to.
+MAX_INSTANCES = 1_000_000
+
 
 @dataclass(frozen=True)
 class Axis:
@@ -89,10 +92,31 @@ def parse_sweep(raw: Any, path: Path, positions: Positions) -> tuple[Sweep | Non
     else:
         for axis in _axes(raw, path, positions, problems):
             groups.append((axis,))
+    seen: set[str] = set()
+    for group in groups:
+        for axis in group:
+            if axis.name in seen:
+                problems.append(
+                    positions.problem(
+                        path, f"parameter {axis.name!r} is swept twice (under product and zip)"
+                    )
+                )
+            seen.add(axis.name)
     if problems:
         return None, problems
     if not groups:
         problems.append(positions.problem(path, "foreach names no parameters"))
+        return None, problems
+    total = 1
+    for group in groups:
+        total *= len(group[0].values)
+    if total > MAX_INSTANCES:
+        problems.append(
+            positions.problem(
+                path, f"this sweep has {total:,} combinations; at most {MAX_INSTANCES:,} are allowed",
+                hint="split the task, or sweep fewer values",
+            )
+        )
         return None, problems
     return Sweep(tuple(groups)), problems
 
@@ -140,6 +164,17 @@ def _values(
             problems.append(positions.problem((*where, "range"), "range step cannot be 0"))
             return None
         values: range | tuple[ScalarValue, ...] = range(*spec)
+        try:
+            len(values)
+        except OverflowError:
+            problems.append(
+                positions.problem(
+                    (*where, "range"),
+                    f"range has more than {MAX_INSTANCES:,} values",
+                    hint="split the task, or sweep fewer values",
+                )
+            )
+            return None
     elif isinstance(value, list):
         bad = [i for i, v in enumerate(value) if not isinstance(v, str | int | float | bool)]
         for i in bad:

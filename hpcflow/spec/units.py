@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
@@ -20,7 +21,7 @@ def parse_duration(value: object) -> float:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("a duration cannot be negative")
-        return float(value)
+        return _finite(value, "a duration")
     if not isinstance(value, str):
         raise ValueError("expected a duration such as 30, '90s', '10m', '1h30m' or '2:00:00'")
     text = value.strip()
@@ -33,13 +34,13 @@ def parse_duration(value: object) -> float:
         while len(parts) < 3:
             parts.insert(0, 0)
         hours, minutes, seconds = parts
-        return float(days * 86400 + hours * 3600 + minutes * 60 + seconds)
+        return _finite(days * 86400 + hours * 3600 + minutes * 60 + seconds, "a duration")
     if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text) + days * 86400
+        return _finite(float(text) + days * 86400, "a duration")
     matches = list(_DURATION_PART.finditer(text))
     if matches and "".join(m.group(0) for m in matches).replace(" ", "") == text.replace(" ", ""):
         total = sum(float(m.group(1)) * _DURATION_UNITS[m.group(2).lower()] for m in matches)
-        return total + days * 86400
+        return _finite(total + days * 86400, "a duration")
     raise ValueError(
         f"cannot read {value!r} as a duration; use e.g. 30, '90s', '10m', '1h30m' or '2:00:00'"
     )
@@ -52,17 +53,38 @@ def parse_memory(value: object) -> int:
     if isinstance(value, int | float):
         if value < 0:
             raise ValueError("memory cannot be negative")
-        return int(value * 1024**2)
+        return _bytes(_finite(value, "memory") * 1024**2)
     if not isinstance(value, str):
         raise ValueError("expected memory such as '512MB' or '4GB'")
     match = _MEMORY.match(value)
     if not match:
         raise ValueError(f"cannot read {value!r} as memory; use e.g. '512MB', '4GB' or '2GiB'")
-    number, prefix, _suffix = match.groups()
+    number, prefix, suffix = match.groups()
     if not prefix:
+        if suffix.lower() == "b":
+            return _bytes(float(number))  # "512B": bytes
+        if suffix:
+            raise ValueError(f"cannot read {value!r} as memory; use e.g. '512MB', '4GB' or '2GiB'")
         # A bare number means megabytes, as in SLURM's --mem.
-        return int(float(number) * 1024**2)
-    return int(float(number) * 1024 ** _MEMORY_POWERS[prefix.lower()])
+        return _bytes(float(number) * 1024**2)
+    return _bytes(float(number) * 1024 ** _MEMORY_POWERS[prefix.lower()])
+
+
+def _bytes(amount: float) -> int:
+    if not math.isfinite(amount) or amount >= 2**63:
+        raise ValueError("memory is too large")
+    return int(amount)
+
+
+def _finite(value: float, what: str) -> float:
+    """``value`` as a finite float, or a ValueError naming ``what``."""
+    try:
+        number = float(value)
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a finite number (not too large, not inf or nan)")
+    return number
 
 
 def format_duration(seconds: float) -> str:

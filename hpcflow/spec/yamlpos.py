@@ -59,6 +59,10 @@ class _Loader(yaml.SafeLoader):
     """SafeLoader whose scalars we construct one at a time."""
 
 
+#: Most values (after expanding aliases) one document may hold; stops "billion laughs".
+_MAX_VALUES = 1_000_000
+
+
 def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     """Parse ``text``; return plain data and the positions of everything in it.
 
@@ -72,6 +76,10 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     try:
         try:
             root = loader.get_single_node()
+        except RecursionError:
+            raise SpecError(
+                [SpecProblem(file, None, None, "", "document nested too deeply")]
+            ) from None
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             line = mark.line + 1 if mark else None
@@ -91,7 +99,8 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
         if root is None:
             return None, positions
         problems: list[SpecProblem] = []
-        data = _convert(root, (), loader, positions, problems, depth=0)
+        budget = [_MAX_VALUES]
+        data = _convert(root, (), loader, positions, problems, depth=0, budget=budget)
         if problems:
             raise SpecError(problems)
         return data, positions
@@ -110,9 +119,22 @@ def _convert(
     positions: Positions,
     problems: list[SpecProblem],
     depth: int,
+    budget: list[int],
 ) -> Any:
     if depth > 64:
         problems.append(positions.problem(path, "document nested too deeply (over 64 levels)"))
+        return None
+    budget[0] -= 1
+    if budget[0] < 0:
+        if budget[0] == -1:
+            line, col = _mark(node)
+            problems.append(
+                SpecProblem(
+                    positions.file, line, col, format_path(path),
+                    f"document too large (over {_MAX_VALUES:,} values once aliases are expanded)",
+                    "avoid repeating large anchors (*alias) inside each other",
+                )
+            )
         return None
     positions.values[path] = _mark(node)
     if isinstance(node, yaml.MappingNode):
@@ -133,7 +155,8 @@ def _convert(
                     )
                 )
                 continue
-            key = str(_scalar(key_node, loader))
+            # The key as written: `ON:` or `1.0:` stay "ON" and "1.0" (not True and 1.0).
+            key = str(key_node.value)
             child = (*path, key)
             if key in result:
                 line, col = _mark(key_node)
@@ -146,18 +169,29 @@ def _convert(
                 )
                 continue
             positions.keys[child] = _mark(key_node)
-            result[key] = _convert(value_node, child, loader, positions, problems, depth + 1)
+            result[key] = _convert(
+                value_node, child, loader, positions, problems, depth + 1, budget
+            )
         return result
     if isinstance(node, yaml.SequenceNode):
         return [
-            _convert(item, (*path, i), loader, positions, problems, depth + 1)
+            _convert(item, (*path, i), loader, positions, problems, depth + 1, budget)
             for i, item in enumerate(node.value)
         ]
-    return _scalar(node, loader)
-
-
-def _scalar(node: yaml.Node, loader: _Loader) -> Any:
     try:
         return loader.construct_object(node, deep=True)
     except yaml.YAMLError:
+        # An unknown tag such as `!foo bar`: keep the text.
         return node.value
+    except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError...
+        # A standard tag on text it cannot read, e.g. `!!int abc` or `!!timestamp x`.
+        tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+        line, col = _mark(node)
+        problems.append(
+            SpecProblem(
+                positions.file, line, col, format_path(path),
+                f"cannot read {node.value!r} as {tag}",
+                "remove the tag, or quote the value to keep it as text",
+            )
+        )
+        return None

@@ -1,0 +1,70 @@
+"""Parsl peer: HighThroughputExecutor + LocalProvider, 2 workers, bash_app.
+
+Run as a child process by bench/run.py (with the peers venv python) in the
+work directory:  python child_parsl.py W1 1000  |  python child_parsl.py W2 50
+DAG dependencies are passed as AppFutures in ``inputs=``.
+"""
+
+import os
+import sys
+
+from workloads import Workload
+
+SLOTS = 2
+
+
+def main() -> int:
+    key, n = sys.argv[1], int(sys.argv[2])
+    tasks = Workload(key, n).tasks()
+    workdir = os.getcwd()
+
+    import parsl
+    from parsl.app.app import bash_app
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    config = Config(
+        executors=[
+            HighThroughputExecutor(
+                label="htex_local",
+                address="127.0.0.1",
+                max_workers_per_node=SLOTS,
+                cores_per_worker=1,
+                provider=LocalProvider(
+                    init_blocks=1,
+                    min_blocks=1,
+                    max_blocks=1,
+                    # run the workers in the work directory, so relative
+                    # output paths land there
+                    worker_init=f"cd {workdir}",
+                ),
+            )
+        ],
+        run_dir=os.path.join(workdir, "runinfo"),
+    )
+
+    @bash_app
+    def shell(cmd, inputs=()):
+        return cmd
+
+    dfk = parsl.load(config)
+    failed = 0
+    try:
+        futs: list = []
+        for t in tasks:
+            futs.append(shell(t.cmd, inputs=[futs[d] for d in t.deps]))
+        for f in futs:
+            try:
+                f.result()
+            except Exception as exc:  # noqa: BLE001 - report and count
+                failed += 1
+                if failed <= 3:
+                    print(f"parsl task failed: {exc!r}", file=sys.stderr)
+    finally:
+        dfk.cleanup()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

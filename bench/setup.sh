@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Create bench/.venv-peers with the peer tools used by bench/run.py.
+# Idempotent: re-running only installs what is missing.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+venv="$here/.venv-peers"
+py="${PYTHON:-python3}"
+
+if [ ! -x "$venv/bin/python" ]; then
+    echo "bench/setup.sh: creating $venv"
+    "$py" -m venv "$venv"
+fi
+
+# Already complete? Then do nothing (no network needed).
+if "$venv/bin/python" - <<'PY' 2>/dev/null
+import importlib.metadata as md
+v = md.version("snakemake")
+assert v.split(".")[0] == "9", v
+for pkg in ("parsl", "psutil"):
+    md.version(pkg)
+PY
+then
+    echo "bench/setup.sh: peers already installed in $venv"
+    exit 0
+fi
+
+echo "bench/setup.sh: installing snakemake 9.x, parsl, psutil into $venv (quiet)"
+"$venv/bin/python" -m pip install -qq --disable-pip-version-check --upgrade pip
+"$venv/bin/python" -m pip install -qq --disable-pip-version-check \
+    "snakemake>=9,<10" parsl psutil
+"$venv/bin/python" - <<'PY'
+import importlib.metadata as md
+print("bench/setup.sh: done:", ", ".join(
+    f"{p} {md.version(p)}" for p in ("snakemake", "parsl", "psutil")))
+PY

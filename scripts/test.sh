@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Install everything the tests need (Debian packages, the venv, the local SLURM test cluster's
+# dependencies) and run the whole suite. Usage (fresh Debian, as root): bash scripts/test.sh
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export DEBIAN_FRONTEND=noninteractive
+need_apt=()
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv python3-pip)
+command -v gcc >/dev/null || need_apt+=(gcc)
+if [ "${#need_apt[@]}" -gt 0 ]; then
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+# SLURM, munge, the PBS front ends and Open MPI for the integration tests.
+bash slurm/install-deps.sh
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip >/dev/null
+.venv/bin/python -m pip install -q -e ".[dev]"
+
+# As root with the packages installed, the SLURM tests must run, never skip.
+if [ "$(id -u)" -eq 0 ]; then
+    export HPCFLOW_REQUIRE_SLURM=1
+fi
+set +e
+.venv/bin/python -m pytest -q "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+    echo "test.sh: pytest collected no tests; that is a failure" >&2
+    exit 1
+fi
+exit "$rc"

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Stop the private SLURM test cluster started by slurm/start-cluster.sh.
+#
+# Usage: slurm/stop-cluster.sh BASE_DIR
+#
+# 1. cancels every job still known to the cluster (killing slurmd/slurmctld
+#    does not kill running job steps), and waits a little for them to end;
+# 2. stops the daemons by their PID files, slurmd(s) first, then slurmctld,
+#    then munged: SIGTERM, wait up to 10 s, then SIGKILL;
+# 3. kills any stray slurmstepd of this cluster (and the processes of its
+#    jobs) that survived.
+# Idempotent: stopping a stopped (or never started) cluster does nothing.
+# BASE_DIR itself is left in place (logs stay readable); remove it yourself.
+set -uo pipefail
+
+if [ $# -ne 1 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    exit 2
+fi
+
+BASE="$1"
+if [ ! -d "$BASE" ]; then
+    echo "stop-cluster: $BASE does not exist; nothing to stop"
+    exit 0
+fi
+BASE="$(cd "$BASE" && pwd -P)"
+CONF="$BASE/etc/slurm.conf"
+RUN="$BASE/run"
+
+pid_alive() { [[ "${1:-}" =~ ^[0-9]+$ ]] && kill -0 "$1" 2>/dev/null; }
+pid_of() { cat "$1" 2>/dev/null || true; }
+
+# ---------------------------------------------------------------- cancel jobs
+ctld_pid="$(pid_of "$RUN/slurmctld.pid")"
+if [ -f "$CONF" ] && pid_alive "$ctld_pid" && command -v squeue > /dev/null 2>&1; then
+    export SLURM_CONF="$CONF"
+    active_states="PENDING,RUNNING,SUSPENDED,COMPLETING,CONFIGURING,RESIZING,REQUEUED,SIGNALING,STAGE_OUT"
+    jobs="$(timeout 10 squeue -h -t "$active_states" -o '%A' 2>/dev/null | sort -u | tr '\n' ' ')"
+    if [ -n "${jobs// /}" ]; then
+        # shellcheck disable=SC2086
+        timeout 10 scancel $jobs > /dev/null 2>&1 || true
+        for _ in $(seq 1 100); do   # up to ~10 s (KillWait is 5 s)
+            left="$(timeout 10 squeue -h -t "$active_states" -o '%A' 2>/dev/null || true)"
+            [ -z "$left" ] && break
+            sleep 0.1
+        done
+    fi
+fi
+
+# ---------------------------------------------------------------- stop daemons
+stop_pid() {  # stop_pid PID NAME
+    local pid="$1" name="$2" i
+    pid_alive "$pid" || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+        pid_alive "$pid" || return 0
+        # A zombie waiting for its (reparenting) parent counts as gone.
+        if [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = "Z" ]; then return 0; fi
+        sleep 0.1
+    done
+    echo "stop-cluster: $name (pid $pid) ignored SIGTERM; sending SIGKILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 1 50); do
+        pid_alive "$pid" || return 0
+        if [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = "Z" ]; then return 0; fi
+        sleep 0.1
+    done
+    echo "stop-cluster: warning: $name (pid $pid) still there after SIGKILL" >&2
+}
+
+# Only signal a PID from a PID file if it still is the daemon we expect
+# (guards against a stale file whose PID was reused by another process).
+is_daemon() {  # is_daemon PID EXE_NAME
+    local comm
+    comm="$(cat "/proc/$1/comm" 2>/dev/null || true)"
+    [ "$comm" = "$2" ]
+}
+
+if [ -d "$RUN" ]; then
+    # Stop all slurmd's in parallel, then slurmctld, then munged.
+    pids=()
+    for pf in "$RUN"/slurmd-*.pid; do
+        [ -e "$pf" ] || continue
+        pid="$(pid_of "$pf")"
+        if pid_alive "$pid" && is_daemon "$pid" slurmd; then
+            stop_pid "$pid" "slurmd ($(basename "$pf" .pid))" &
+            pids+=($!)
+        fi
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    rm -f "$RUN"/slurmd-*.pid   # normally already removed by slurmd itself
+    pid="$(pid_of "$RUN/slurmctld.pid")"
+    if pid_alive "$pid" && is_daemon "$pid" slurmctld; then stop_pid "$pid" slurmctld; fi
+    rm -f "$RUN/slurmctld.pid"
+fi
+
+# ---------------------------------------------------------------- strays
+# slurmstepd inherits the marker variable that start-cluster.sh set for the
+# daemons; job processes have SLURM_CONF pointing at this cluster together
+# with a SLURM_JOB_ID. Never touch this script or its ancestors.
+protected=" $$ "
+p=$$
+while [ "$p" -gt 1 ]; do
+    p="$(awk '{ print $4 }' "/proc/$p/stat" 2>/dev/null || echo 1)"
+    protected+="$p "
+done
+find_strays() {
+    local f pid
+    # grep -z: the NUL-separated entries of /proc/PID/environ are "lines".
+    for f in $(grep -lzxF "HPCFLOW_SLURM_TEST_BASE=$BASE" /proc/[0-9]*/environ 2>/dev/null); do
+        pid="${f#/proc/}"; pid="${pid%/environ}"
+        [[ "$protected" == *" $pid "* ]] && continue
+        [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = munged ] && continue  # by PID file, below
+        echo "$pid"
+    done
+    for f in $(grep -lzxF "SLURM_CONF=$CONF" /proc/[0-9]*/environ 2>/dev/null); do
+        pid="${f#/proc/}"; pid="${pid%/environ}"
+        [[ "$protected" == *" $pid "* ]] && continue
+        grep -qz '^SLURM_JOB_ID=' "$f" 2>/dev/null && echo "$pid"
+    done
+}
+strays="$(find_strays | tr '\n' ' ')"
+if [ -n "${strays// /}" ]; then
+    echo "stop-cluster: killing stray processes of this cluster: $strays" >&2
+    # shellcheck disable=SC2086
+    kill -KILL $strays 2>/dev/null || true
+fi
+
+if [ -d "$RUN" ]; then
+    pid="$(pid_of "$RUN/munged.pid")"
+    if pid_alive "$pid" && is_daemon "$pid" munged; then stop_pid "$pid" munged; fi
+    rm -f "$RUN/munged.pid"
+fi
+rm -f "$BASE/munge/munge.sock" "$BASE/munge/munge.sock.lock"
+exit 0

@@ -1,0 +1,83 @@
+"""Shared fixtures: an isolated HPCFLOW_HOME, and a helper that runs the real CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+#: Values that would run commands, break quoting or escape folders if mishandled.
+HOSTILE_VALUES = [
+    "a b",
+    "it's",
+    'say "hi"',
+    "x; touch CANARY",
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "a\nb",
+    "../../escape",
+    "/abs/path",
+    "&& touch CANARY",
+    "| touch CANARY",
+    "${IFS}touch${IFS}CANARY",
+]
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """Environment for CLI runs: a private HPCFLOW_HOME and a wide, plain console."""
+    home = tmp_path / "hpcflow-home"
+    return {**os.environ, "HPCFLOW_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1",
+            "TERM": "dumb"}
+
+
+@pytest.fixture
+def hpcflow(env: dict[str, str]):
+    """Run ``hpcflow ARGS...`` as a real process; returns a CliResult."""
+
+    def run(*args: str, cwd: Path | None = None, timeout: float = 300) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", *args], cwd=cwd, env=env,
+            capture_output=True, text=True, timeout=timeout,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def example(tmp_path: Path):
+    """Copy one of workflows/NAME into tmp_path and return its workflow.yaml."""
+
+    def copy(name: str) -> Path:
+        target = tmp_path / name
+        shutil.copytree(REPO / "workflows" / name, target,
+                        ignore=shutil.ignore_patterns(".hpcflow", "results", "__pycache__"))
+        return target / "workflow.yaml"
+
+    return copy
+
+
+def write_workflow(directory: Path, text: str, name: str = "workflow.yaml") -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / name
+    path.write_text(text)
+    return path

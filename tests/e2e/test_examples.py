@@ -1,0 +1,48 @@
+"""The example workflows run end to end through the real CLI, and re-runs resume."""
+
+from __future__ import annotations
+
+import json
+
+
+def test_hello(example, hpcflow):
+    wf = example("hello")
+    result = hpcflow("run", str(wf))
+    assert result.returncode == 0, result.output
+    results = wf.parent / "results"
+    assert (results / "all-greetings.txt").read_text().splitlines() == [
+        "Hello, Ada!", "Hello, Grace!", "Hello, Linus!"]
+    assert (results / "count.txt").read_text().strip() == "3"
+    assert "succeeded: 5 ran, 0 up to date" in result.stdout
+
+    again = hpcflow("run", str(wf))
+    assert again.returncode == 0, again.output
+    assert "0 ran, 5 up to date" in again.stdout
+
+
+def test_sweep_reduce_reads_every_instance(example, hpcflow):
+    wf = example("sweep")
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    summary = (wf.parent / "results" / "summary.txt").read_text()
+    assert summary.startswith("estimates=120 ")
+    mean = float(summary.split("mean=")[1])
+    assert 3.0 < mean < 3.3
+    assert "121 ran" in result.stdout
+
+
+def test_python_tasks_record_json_results(example, hpcflow):
+    wf = example("python-tasks")
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    assert (wf.parent / "results" / "total.txt").read_text().strip() == str(sum(x * x for x in range(1, 11)))
+    status = hpcflow("status", "--json")
+    data = json.loads(status.stdout)
+    run_dir = data["run_dir"]
+    from pathlib import Path
+
+    total = json.loads((Path(run_dir) / "tasks" / "total" / "1" / "result.json").read_text())
+    assert total == 385
+    square = next((Path(run_dir) / "tasks").glob("square.x=3-*"))
+    assert json.loads((square / "1" / "result.json").read_text()) == {"x": 3, "square": 9}
+    assert (square / "1" / "stdout").read_text() == "squared 3\n"

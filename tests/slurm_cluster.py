@@ -1,0 +1,393 @@
+"""Start and stop the private local SLURM test cluster from Python.
+
+This wraps ``slurm/start-cluster.sh`` and ``slurm/stop-cluster.sh`` (see those
+scripts for what the cluster is: munged + slurmctld + N logical slurmd nodes
+``n1..nN`` with fake GPUs, partitions ``debug`` (default) and ``gpu``, all
+private to one directory and on non-default ports).
+
+It has no hpcflow imports on purpose, so it can be used from any test (or by
+hand: ``python -m tests.slurm_cluster`` starts a cluster and prints how to use
+it).
+
+Typical use::
+
+    cluster = start_cluster()            # raises SlurmUnavailable / SlurmClusterError
+    try:
+        subprocess.run(["sbatch", ...], env=cluster.env)
+    finally:
+        cluster.stop()
+
+In pytest, use the session-scoped ``slurm_cluster`` fixture from
+``tests/integration/slurm/conftest.py`` instead.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SLURM_SCRIPTS = REPO_ROOT / "slurm"
+START_SCRIPT = SLURM_SCRIPTS / "start-cluster.sh"
+STOP_SCRIPT = SLURM_SCRIPTS / "stop-cluster.sh"
+
+DEFAULT_PORT = 16817
+#: Port blocks tried when no port is given: DEFAULT_PORT + k * PORT_STRIDE.
+PORT_STRIDE = 100
+PORT_TRIES = 40
+
+#: Job states after which a job will not change any more.
+FINAL_STATES = frozenset(
+    {
+        "COMPLETED",
+        "FAILED",
+        "CANCELLED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+
+HOW_TO_RUN = (
+    "To run the SLURM integration tests: `sudo bash slurm/install-deps.sh`, then, as root, "
+    "`HPCFLOW_REQUIRE_SLURM=1 python -m pytest tests/integration/slurm`."
+)
+
+
+class SlurmUnavailable(RuntimeError):
+    """The machine cannot run the test cluster (not root, SLURM not installed...)."""
+
+
+class SlurmClusterError(RuntimeError):
+    """Starting (or using) the test cluster failed.
+
+    ``log_tail`` holds the tail of the daemon logs (may be empty).
+    """
+
+    def __init__(self, message: str, log_tail: str = ""):
+        super().__init__(message)
+        self.log_tail = log_tail
+
+    def __str__(self) -> str:
+        msg = super().__str__()
+        if self.log_tail and "==> " not in msg:
+            msg += "\n" + self.log_tail
+        return msg
+
+
+def slurm_required() -> bool:
+    """True if a missing/broken cluster must fail the tests rather than skip them.
+
+    That is the case when ``CI=true`` or ``HPCFLOW_REQUIRE_SLURM=1``.
+    """
+    return (
+        os.environ.get("CI", "").lower() == "true"
+        or os.environ.get("HPCFLOW_REQUIRE_SLURM", "") == "1"
+    )
+
+
+def check_prerequisites() -> str | None:
+    """Return why the cluster cannot be started here, or None if it can."""
+    if not hasattr(os, "geteuid"):
+        return "the local SLURM test cluster needs Linux"
+    if os.geteuid() != 0:
+        return "the local SLURM test cluster must be started as root"
+    # The daemons are in /usr/sbin, which a non-login PATH may lack
+    # (start-cluster.sh adds it).
+    search = os.environ.get("PATH", "") + os.pathsep + "/usr/sbin"
+    missing = [
+        exe
+        for exe in ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol")
+        if shutil.which(exe, path=search) is None
+    ]
+    if missing:
+        return f"SLURM/munge not installed (missing: {', '.join(missing)})"
+    if not START_SCRIPT.is_file() or not STOP_SCRIPT.is_file():
+        return f"cluster scripts not found in {SLURM_SCRIPTS}"
+    return None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(port: int, nodes: int) -> list:
+    """All TCP ports a cluster on base port ``port`` listens on."""
+    return [port] + [port + 10 + i for i in range(1, nodes + 1)]
+
+
+def find_free_port(nodes: int = 4, start: int = DEFAULT_PORT) -> int:
+    """First base port ``start + k * PORT_STRIDE`` whose ports are all free."""
+    for k in range(PORT_TRIES):
+        port = start + k * PORT_STRIDE
+        if all(_port_free(p) for p in cluster_ports(port, nodes)):
+            return port
+    raise SlurmClusterError(
+        f"no free port block found from {start} (stride {PORT_STRIDE}, {PORT_TRIES} tries)"
+    )
+
+
+def read_log_tail(base: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of each daemon log under ``base/log``."""
+    log_dir = Path(base) / "log"
+    if not log_dir.is_dir():
+        return ""
+    names = ["munged.log", "slurmctld.log"]
+    names += sorted(p.name for p in log_dir.glob("slurmd-*.log"))
+    names += ["daemons.out"]
+    parts = []
+    for name in names:
+        path = log_dir / name
+        try:
+            text = path.read_text(errors="replace")
+        except OSError:
+            continue
+        if not text.strip():
+            continue
+        tail = "\n".join(text.splitlines()[-lines:])
+        parts.append(f"==> {path} (last {lines} lines) <==\n{tail}")
+    return "\n".join(parts)
+
+
+@dataclass
+class SlurmCluster:
+    """A running private SLURM test cluster.
+
+    ``env`` is a complete environment (a copy of ``os.environ`` at start plus
+    ``extra_env``) to pass to client commands (``sbatch``, ``squeue``, ``qsub``
+    ...) as ``subprocess.run(..., env=cluster.env)``; ``extra_env`` holds only
+    the variables the cluster needs (``SLURM_CONF``), e.g. for
+    ``monkeypatch.setenv``.
+    """
+
+    base: Path
+    port: int
+    nodes: int
+    cpus: int
+    gpus: int
+    extra_env: dict[str, str]
+    env: dict[str, str]
+    remove_base: bool = True
+    start_seconds: float = 0.0
+    _stopped: bool = field(default=False, repr=False)
+
+    @property
+    def node_names(self) -> list:
+        return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    def run(
+        self,
+        args: Sequence[str],
+        check: bool = True,
+        timeout: float = 60,
+        **kwargs,
+    ) -> subprocess.CompletedProcess:
+        """Run a client command against this cluster; text output is captured."""
+        kwargs.setdefault("capture_output", True)
+        kwargs.setdefault("text", True)
+        env = dict(self.env)
+        env.update(kwargs.pop("env", None) or {})
+        proc = subprocess.run(list(args), env=env, timeout=timeout, **kwargs)
+        if check and proc.returncode != 0:
+            raise SlurmClusterError(
+                f"command {list(args)} failed with exit code {proc.returncode}\n"
+                f"stdout: {proc.stdout}\nstderr: {proc.stderr}"
+            )
+        return proc
+
+    def job_state(self, job_id: str) -> str | None:
+        """State of a job (e.g. ``PENDING``, ``COMPLETED``), None if unknown/purged.
+
+        For a job array the first state listed is returned.
+        """
+        proc = self.run(["squeue", "-h", "-t", "all", "-j", str(job_id), "-o", "%T"], check=False)
+        if proc.returncode != 0:
+            return None
+        states = proc.stdout.split()
+        return states[0] if states else None
+
+    def wait_for_job(self, job_id: str, timeout: float = 30, poll: float = 0.1) -> str:
+        """Poll until the job reaches a final state and return that state.
+
+        (``sbatch --wait`` polls with long intervals, so poll ourselves.)
+        Raises ``SlurmClusterError`` on timeout or if the job is unknown.
+        """
+        deadline = time.monotonic() + timeout
+        state = None
+        while True:
+            state = self.job_state(job_id)
+            if state in FINAL_STATES:
+                return state
+            if time.monotonic() >= deadline:
+                detail = self.run(["scontrol", "show", "job", str(job_id)], check=False)
+                raise SlurmClusterError(
+                    f"job {job_id} not finished after {timeout}s (state {state})\n"
+                    f"{detail.stdout}{detail.stderr}",
+                    self.log_tail(),
+                )
+            time.sleep(poll)
+
+    def log_tail(self, lines: int = 20) -> str:
+        return read_log_tail(self.base, lines)
+
+    def stop(self) -> None:
+        """Cancel all jobs and stop every daemon (idempotent); remove ``base``
+        unless it was kept (``keep=True`` or ``HPCFLOW_SLURM_KEEP=1``)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        proc = subprocess.run(
+            ["bash", str(STOP_SCRIPT), str(self.base)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise SlurmClusterError(
+                f"stop-cluster.sh failed ({proc.returncode}): {proc.stdout}{proc.stderr}"
+            )
+        if self.remove_base:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+    def __enter__(self) -> SlurmCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def start_cluster(
+    base: str | os.PathLike[str] | None = None,
+    nodes: int = 4,
+    cpus: int = 2,
+    gpus: int = 2,
+    port: int | None = None,
+    min_job_age: int = 30,
+    timeout: float = 30,
+    keep: bool | None = None,
+) -> SlurmCluster:
+    """Start a private cluster and wait until all its nodes are idle.
+
+    ``base``: directory for all its files (default: a new temporary directory,
+    removed again by ``stop()``). ``port``: slurmctld port (default: the first
+    free block from 16817 on, in steps of 100; node i listens on port+10+i).
+    ``keep``: keep ``base`` after ``stop()`` (default: ``HPCFLOW_SLURM_KEEP=1``).
+
+    Raises ``SlurmUnavailable`` if this machine cannot run it and
+    ``SlurmClusterError`` (with the daemon log tail) if the start failed.
+    """
+    reason = check_prerequisites()
+    if reason:
+        raise SlurmUnavailable(reason)
+    if keep is None:
+        keep = os.environ.get("HPCFLOW_SLURM_KEEP", "") == "1"
+
+    made_base = base is None
+    if base is None:
+        base_path = Path(tempfile.mkdtemp(prefix="hpcflow-slurm-"))
+    else:
+        base_path = Path(base)
+        base_path.mkdir(parents=True, exist_ok=True)
+    base_path = base_path.resolve()
+
+    attempts = 3 if port is None else 1
+    last_error = ""
+    for attempt in range(attempts):
+        use_port = (
+            port
+            if port is not None
+            else find_free_port(nodes, DEFAULT_PORT + attempt * PORT_STRIDE)
+        )
+        cmd = [
+            "bash", str(START_SCRIPT), str(base_path),
+            "--nodes", str(nodes),
+            "--cpus", str(cpus),
+            "--gpus", str(gpus),
+            "--port", str(use_port),
+            "--min-job-age", str(min_job_age),
+            "--timeout", str(int(timeout)),
+        ]  # fmt: skip
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=timeout + 60,
+                stdin=subprocess.DEVNULL,
+            )
+        except subprocess.TimeoutExpired:
+            subprocess.run(["bash", str(STOP_SCRIPT), str(base_path)], capture_output=True)
+            raise SlurmClusterError(
+                f"start-cluster.sh did not return within {timeout + 60}s",
+                read_log_tail(base_path),
+            )
+        elapsed = time.monotonic() - t0
+        if proc.returncode == 0:
+            extra_env = {"SLURM_CONF": str(base_path / "etc" / "slurm.conf")}
+            env = dict(os.environ)
+            env.update(extra_env)
+            cluster = SlurmCluster(
+                base=base_path,
+                port=use_port,
+                nodes=nodes,
+                cpus=cpus,
+                gpus=gpus,
+                extra_env=extra_env,
+                env=env,
+                remove_base=made_base and not keep,
+                start_seconds=elapsed,
+            )
+            atexit.register(_stop_quietly, cluster)
+            return cluster
+        last_error = (proc.stderr or proc.stdout).strip()
+        # Port taken between our check and the daemons' bind: try the next block.
+        if port is None and "already in use" in last_error:
+            continue
+        break
+
+    if made_base and not keep:
+        log_tail = read_log_tail(base_path)
+        shutil.rmtree(base_path, ignore_errors=True)
+    else:
+        log_tail = read_log_tail(base_path)
+    raise SlurmClusterError(
+        f"starting the SLURM test cluster in {base_path} failed:\n{last_error}", log_tail
+    )
+
+
+def _stop_quietly(cluster: SlurmCluster) -> None:
+    try:
+        cluster.stop()
+    except Exception:  # pragma: no cover - best effort at interpreter exit
+        pass
+
+
+if __name__ == "__main__":  # pragma: no cover - manual use
+    import sys
+
+    c = start_cluster(keep=True)
+    print(f"cluster up in {c.start_seconds:.2f}s in {c.base}")
+    print(f"  source {c.base}/env.sh")
+    print(f"  bash {STOP_SCRIPT} {c.base}   # to stop it")
+    c._stopped = True  # leave it running
+    sys.exit(0)
