@@ -1,0 +1,92 @@
+"""What every batch backend speaks: an allocation request in, a native id and states out.
+
+A backend is argv builders, output parsers and one template; the loop that submits, polls
+and cancels is written once (runtime/pilot.py with backends/poller.py).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+
+class AllocationState(str, enum.Enum):
+    """Our vocabulary for an allocation's state, whatever the batch system calls it."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"
+
+    @property
+    def final(self) -> bool:
+        return self in (
+            AllocationState.COMPLETED, AllocationState.FAILED,
+            AllocationState.CANCELLED, AllocationState.TIMEOUT,
+        )
+
+
+@dataclass(frozen=True)
+class AllocationRequest:
+    """One batch job that runs ``command`` on every rank of ``nodes`` × ranks."""
+
+    run_id: str
+    job_name: str
+    run_dir: Path
+    stdout: Path
+    stderr: Path
+    command: Sequence[str]  # argv run by the batch script, e.g. srun ... python -m hpcflow.bootstrap RUN_DIR
+    nodes: int = 1
+    ntasks: int = 1
+    cpus_per_task: int = 1
+    gpus_per_node: int = 0
+    memory_per_node: int | None = None  # bytes
+    walltime: float | None = None  # seconds
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    overcommit: bool = False
+    extra_directives: Sequence[str] = ()  # raw, validated: no newlines
+    setup_lines: Sequence[str] = ()  # trusted shell lines from the profile (module load ...)
+    env: Mapping[str, str] = field(default_factory=dict)
+    workdir: Path | None = None
+
+
+@dataclass(frozen=True)
+class AllocationStatus:
+    """What the batch system says about one allocation, in our words."""
+
+    native_id: str
+    state: AllocationState
+    native_state: str
+    reason: str | None = None  # a plain sentence (e.g. why it is pending)
+    exit_code: int | None = None
+    nodes: str | None = None
+
+
+class Backend(Protocol):
+    """A batch system: render, submit, poll many at once, cancel."""
+
+    name: str
+
+    def render(self, request: AllocationRequest) -> str:
+        """The exact batch script that :meth:`submit` would send."""
+        ...
+
+    def submit(self, script: Path, request: AllocationRequest) -> str:
+        """Submit ``script``; return the native id. Raises SubmitError."""
+        ...
+
+    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
+        """The status of every id in ONE scheduler query (ids it no longer knows are omitted)."""
+        ...
+
+    def cancel(self, native_ids: Sequence[str]) -> None:
+        ...

@@ -1,0 +1,76 @@
+"""The CLI's user-facing commands: clear errors, validate, dag, schema, status, logs, runs."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import write_workflow
+
+GOOD = """
+name: good
+tasks:
+  - name: a
+    foreach: {x: [1, 2]}
+    command: echo {x} > {outputs}; echo err{x} >&2
+    outputs: ["a{x}.txt"]
+  - name: b
+    inputs: ["a*.txt"]
+    command: cat {inputs} > b.txt
+    outputs: [b.txt]
+"""
+
+
+def test_user_errors_are_messages_not_tracebacks(tmp_path, hpcflow):
+    bad = write_workflow(tmp_path, "name: x\ntasks:\n  - name: a\n    comand: echo\n")
+    for args in (["validate", str(bad)], ["run", str(bad)], ["dag", str(bad)]):
+        result = hpcflow(*args)
+        assert result.returncode == 2, result.output
+        assert "Traceback" not in result.output
+        assert f"{bad}:4:5: tasks[0].comand: unknown key 'comand'" in result.stderr
+        assert "did you mean 'command'?" in result.stderr
+    missing = hpcflow("run", str(tmp_path / "nope.yaml"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    cyc = write_workflow(tmp_path, "name: c\ntasks:\n  - {name: a, command: x, needs: [b]}\n"
+                                   "  - {name: b, command: y, needs: [a]}\n", name="cyc.yaml")
+    result = hpcflow("validate", str(cyc))
+    assert result.returncode == 2
+    assert "dependency cycle: a → b → a" in result.stderr
+
+
+def test_validate_dag_schema(tmp_path, hpcflow):
+    wf = write_workflow(tmp_path, GOOD)
+    ok = hpcflow("validate", str(wf))
+    assert ok.returncode == 0 and "2 task definition(s), 3 task(s)" in ok.stdout
+    mermaid = hpcflow("dag", str(wf), "--format", "mermaid").stdout
+    assert mermaid.startswith("flowchart TD") and 'n0["a ×2"]' in mermaid and "n0 --> n1" in mermaid
+    dot = hpcflow("dag", str(wf), "--format", "dot", "--instances").stdout
+    assert '"a[x=1]"' in dot and dot.count("->") == 2
+    text = hpcflow("dag", str(wf)).stdout
+    assert "b  ← a" in text
+    schema = json.loads(hpcflow("schema").stdout)
+    assert "tasks" in schema["properties"]
+    assert "command" in json.dumps(schema)
+
+
+def test_status_logs_runs(tmp_path, hpcflow):
+    wf = write_workflow(tmp_path, GOOD)
+    assert hpcflow("run", str(wf), "-q").returncode == 0
+    status = json.loads(hpcflow("status", "--json").stdout)
+    assert status["status"] == "succeeded"
+    assert status["counts"] == {"a": {"succeeded": 2}, "b": {"succeeded": 1}}
+    run_id = status["run_id"]
+    human = hpcflow("status", run_id[:15]).stdout
+    assert run_id in human and "succeeded" in human
+    logs = hpcflow("logs", run_id, "a[x=2]")
+    assert logs.returncode == 0
+    assert "err2" in logs.stdout and "--- stderr" in logs.stdout
+    only_err = hpcflow("logs", run_id, "a[x=1]", "--stream", "stderr").stdout
+    assert only_err == "err1\n"
+    both = hpcflow("logs", run_id, "a")
+    assert "==> a[x=1] <==" in both.stdout and "==> a[x=2] <==" in both.stdout
+    driver = hpcflow("logs", run_id).stdout
+    assert "3 of 3 tasks to run" in driver
+    runs = hpcflow("runs").stdout
+    assert run_id in runs
+    unknown = hpcflow("logs", run_id, "zzz")
+    assert unknown.returncode == 2 and "no task 'zzz'" in unknown.stderr
