@@ -38,9 +38,9 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from hpcflow.cli import dag, logs, run, runs, schema, status, validate
+    from hpcflow.cli import dag, logs, profiles, run, runs, schema, status, validate
 
-    for module in (run, validate, dag, schema, status, runs, logs):
+    for module in (run, validate, dag, schema, status, runs, logs, profiles):
         cli.add_command(module.command)
 
 

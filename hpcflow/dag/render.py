@@ -59,7 +59,7 @@ def render_dot(graph: TaskGraph, instances: bool = False) -> str:
     ids = {n: f"n{i}" for i, n in enumerate(nodes)}
     lines = ["digraph workflow {", "    rankdir=TB;", "    node [shape=box];"]
     for n in nodes:
-        lines.append(f"    {ids[n]} [label={json.dumps(labels[n])}];")
+        lines.append(f"    {ids[n]} [label={json.dumps(labels[n], ensure_ascii=False)}];")
     for a, b in edges:
         lines.append(f"    {ids[a]} -> {ids[b]};")
     lines.append("}")

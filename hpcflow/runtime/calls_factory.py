@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskInstance
+from hpcflow.launchers import task_prefix
 from hpcflow.runtime.calls import TaskCall
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
@@ -19,6 +20,9 @@ class CallFactory:
 
     graph: TaskGraph
     paths: RunPaths | None = None
+    #: How MPI tasks (ranks > 1) start inside an allocation: "srun", "mpirun" or None (as is).
+    mpi_launcher: str | None = None
+    mpi: str = "pmix"
     _commands: dict[int, Template] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
@@ -81,6 +85,11 @@ class CallFactory:
         resources = template.resources
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
+            prefix = task_prefix(self.mpi_launcher or "", resources.ranks, resources.nodes,
+                                 mpi=self.mpi)
+            if prefix:
+                argv = [*prefix, *(argv if kind == "argv" else ["bash", "-c", command or ""])]
+                kind, command = "argv", None
         return TaskCall(
             index=inst.index,
             attempt=attempt,

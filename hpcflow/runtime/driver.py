@@ -54,6 +54,7 @@ class DriverResult:
     counts: dict[str, int]
     failed: list[int] = field(default_factory=list)
     cancelled: bool = False
+    drained: bool = False  # stopped early: the rest cannot finish before the walltime
 
 
 class Driver:
@@ -72,8 +73,14 @@ class Driver:
         slots: int,
         run_id: str,
         observer: Observer | None = None,
+        deadline: float | None = None,
+        drain_margin: float = 30.0,
     ) -> None:
         self.graph = graph
+        #: time.time() by which every started task must be done (the allocation's end).
+        self.deadline = deadline
+        self.drain_margin = drain_margin
+        self._held: set[int] = set()
         self.factory = factory
         self.db = db
         self.memo = memo
@@ -120,7 +127,7 @@ class Driver:
             self._progress(force=True)
             return DriverResult(self._totals(), self._failed(), cancelled=True)
         self._progress(force=True)
-        return DriverResult(self._totals(), self._failed())
+        return DriverResult(self._totals(), self._failed(), drained=bool(self._held))
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -129,8 +136,12 @@ class Driver:
             self._release_retries()
             self._submit_ready()
             if self._inflight == 0 and not self._retry_heap:
-                # Nothing can make progress (should not happen: the graph is acyclic).
-                log.error("driver stalled with %d tasks remaining", self.remaining)
+                if self._held:
+                    log.warning("walltime drain: %d ready tasks cannot finish before the "
+                                "allocation ends; stopping", len(self._held))
+                else:
+                    # Nothing can make progress (should not happen: the graph is acyclic).
+                    log.error("driver stalled with %d tasks remaining", self.remaining)
                 break
             timeout = 0.5
             if self._retry_heap:
@@ -151,7 +162,8 @@ class Driver:
 
     def _group(self, i: int) -> GroupKey:
         res = self.graph.template(self.graph.instances[i]).resources
-        return GroupKey(max(res.cpus, res.ranks), res.gpus)
+        cpus = res.cpus if self.factory.mpi_launcher else max(res.cpus, res.ranks)
+        return GroupKey(cpus, res.gpus)
 
     def _make_ready(self, i: int) -> None:
         self._ready.setdefault(self._group(i), deque()).append(i)
@@ -169,6 +181,9 @@ class Driver:
         limit = 2 * self.slots + 2
         for key, ready in self._ready.items():
             while ready and self._inflight < limit:
+                if self.deadline is not None and not self._fits(ready[0]):
+                    self._held.add(ready.popleft())
+                    continue
                 first = self.graph.instances[ready[0]].spec_index
                 size = self._chunk_size(key, len(ready), first)
                 chunk = [ready.popleft() for _ in range(min(size, len(ready)))]
@@ -267,6 +282,14 @@ class Driver:
             out.append(child)
             stack.extend(self.dependents[child])
         return out
+
+    def _fits(self, i: int) -> bool:
+        """Whether task ``i`` can still finish before the deadline, as far as we know."""
+        inst = self.graph.instances[i]
+        estimate = self.graph.template(inst).resources.walltime
+        if estimate is None:
+            estimate = self._mean_seconds.get(inst.spec_index, 0.0)
+        return time.time() + estimate + self.drain_margin <= (self.deadline or float("inf"))
 
     def _release_retries(self) -> None:
         now = time.monotonic()

@@ -49,6 +49,7 @@ class RunSummary:
     failed: list[int] = field(default_factory=list)
     cancelled: bool = False
     elapsed: float = 0.0
+    drained: bool = False
 
     @property
     def ok(self) -> bool:
@@ -92,53 +93,84 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
 
 
-def check_capacity(graph: TaskGraph, run: list[bool], max_cpus: int, gpus: int) -> None:
+def check_capacity(graph: TaskGraph, run: list[bool], max_cpus: int, gpus: int,
+                   where: str = "the local cluster", mpi_wrapped: bool = False) -> None:
     """Refuse, before anything runs, tasks that can never fit on this cluster."""
     for inst in graph.instances:
         if not run[inst.index]:
             continue
         res = graph.template(inst).resources
-        need = max(res.cpus, res.ranks)
+        # An MPI task launched as its own step (srun/mpirun) holds only its cpus on a worker.
+        need = res.cpus if mpi_wrapped else max(res.cpus, res.ranks)
         if need > max_cpus:
             raise ResourceError(
-                f"task {inst.id!r} asks for {need} cpus but the local cluster has at most "
+                f"task {inst.id!r} asks for {need} cpus but {where} has at most "
                 f"{max_cpus} per worker",
                 hint="lower its resources.cpus/ranks, raise --threads, or use a batch profile",
             )
         if res.gpus > gpus:
             raise ResourceError(
-                f"task {inst.id!r} asks for {res.gpus} GPUs but the local cluster has {gpus}",
+                f"task {inst.id!r} asks for {res.gpus} GPUs but {where} has {gpus} per worker",
                 hint="run it with a GPU profile, e.g. --profile slurm-gpu",
             )
 
 
+def create_run(prepared: PreparedRun, options: RunOptions, *, backend: str = "local",
+               extra: dict[str, object] | None = None) -> tuple[str, RunPaths, st.StateDB]:
+    """Make the run directory and its state database (every task pending or cached)."""
+    started = time.time()
+    graph = prepared.graph
+    run = prepared.decision.run
+    run_id = new_run_id()
+    paths = _create_run_dir(prepared, options, run_id, started, backend, extra or {})
+    db = st.StateDB(paths.state_db)
+    db.add_tasks(
+        (inst.index, inst.id, graph.template(inst).spec.name, task_slug(inst.id), inst.deps,
+         st.PENDING if run[inst.index] else st.CACHED)
+        for inst in graph.instances
+    )
+    db.set_meta(run_id=run_id, status="created", started=started, pid=os.getpid(),
+                host=socket.gethostname(), workflow=str(prepared.workflow_file.resolve()),
+                backend=backend, total=len(graph.instances), to_run=prepared.decision.to_run)
+    prepared.factory.paths = paths
+    return run_id, paths, db
+
+
+def drive(prepared: PreparedRun, db: st.StateDB, run_id: str, client: object, slots: int,
+          observer: Observer | None = None, deadline: float | None = None) -> RunSummary:
+    """Run the pending tasks of an existing run on a connected Dask ``client``."""
+    started = time.time()
+    paths = prepared.factory.paths
+    if paths is None:
+        raise RunError("drive() needs a run directory")
+    db.set_meta(status="running", driver_pid=os.getpid(), driver_host=socket.gethostname())
+    driver = Driver(prepared.graph, prepared.factory, db, prepared.memo, client, slots, run_id,
+                    observer, deadline=deadline)
+    try:
+        result = driver.run(prepared.decision.run)
+    except KeyboardInterrupt:
+        return _finish(db, paths, run_id, RunSummary(run_id, paths, {}, cancelled=True), started)
+    summary = RunSummary(run_id, paths, result.counts, result.failed, result.cancelled,
+                         drained=result.drained)
+    return _finish(db, paths, run_id, summary, started)
+
+
 def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | None = None) -> RunSummary:
-    """Create the run directory and run what the decision says must run."""
+    """Run on the embedded local cluster: create the run directory, start Dask, drive."""
     from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
 
     started = time.time()
     graph = prepared.graph
-    run = prepared.decision.run
     capacity = LocalCapacity.detect(options.workers, options.threads)
     try:
-        check_capacity(graph, run, capacity.max_cpus_per_task, capacity.gpus)
-        run_id = new_run_id()
-        paths = _create_run_dir(prepared, options, run_id, started)
+        check_capacity(graph, prepared.decision.run, capacity.max_cpus_per_task, capacity.gpus)
+        run_id, paths, db = create_run(prepared, options, extra={"slots": capacity.slots})
     except BaseException:
+        prepared.memo.close()
         prepared.lock.release()
         raise
-    handler = _log_to(paths.driver_log)
-    db = st.StateDB(paths.state_db)
+    handler = log_to(paths.driver_log)
     try:
-        db.add_tasks(
-            (inst.index, inst.id, graph.template(inst).spec.name, task_slug(inst.id), inst.deps,
-             st.PENDING if run[inst.index] else st.CACHED)
-            for inst in graph.instances
-        )
-        db.set_meta(run_id=run_id, status="running", started=started, pid=os.getpid(),
-                    host=socket.gethostname(), workflow=str(prepared.workflow_file),
-                    backend="local", slots=capacity.slots)
-        prepared.factory.paths = paths
         if prepared.decision.to_run == 0:
             totals = {st.CACHED: len(graph.instances)}
             if observer:
@@ -148,17 +180,9 @@ def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | Non
                  prepared.decision.to_run, len(graph.instances), capacity.slots)
         workdir = str(Path(graph.loaded.base_dir))
         with LocalCluster(capacity, workdir) as cluster:
-            driver = Driver(graph, prepared.factory, db, prepared.memo, cluster.client,
-                            capacity.slots, run_id, observer)
-            try:
-                result = driver.run(run)
-            except KeyboardInterrupt:
-                result = None
-        if result is None:
-            summary = RunSummary(run_id, paths, {}, cancelled=True)
-        else:
-            summary = RunSummary(run_id, paths, result.counts, result.failed, result.cancelled)
-        return _finish(db, paths, run_id, summary, started)
+            summary = drive(prepared, db, run_id, cluster.client, capacity.slots, observer)
+        summary.elapsed = time.time() - started
+        return summary
     finally:
         db.close()
         prepared.memo.close()
@@ -167,7 +191,8 @@ def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | Non
         handler.close()
 
 
-def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, started: float) -> RunPaths:
+def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, started: float,
+                    backend: str, extra: dict[str, object]) -> RunPaths:
     run_dir = options.run_dir or (prepared.state_root.runs / run_id)
     run_dir = run_dir.resolve()
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -182,7 +207,8 @@ def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, sta
             {"run_id": run_id, "workflow": str(prepared.workflow_file.resolve()),
              "workflow_name": prepared.graph.loaded.workflow.name, "started": started,
              "pid": os.getpid(), "host": socket.gethostname(), "hpcflow": __version__,
-             "backend": "local", "options": {"force": options.force, "rerun": list(options.rerun)}},
+             "backend": backend, "base_dir": str(prepared.graph.loaded.base_dir),
+             "options": {"force": options.force, "rerun": list(options.rerun)}, **extra},
         )
     except OSError as exc:
         raise RunError(f"cannot create run directory {run_dir}: {exc}") from None
@@ -192,13 +218,16 @@ def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, sta
 
 def _finish(db: st.StateDB, paths: RunPaths, run_id: str, summary: RunSummary, started: float) -> RunSummary:
     summary.elapsed = time.time() - started
-    status = "cancelled" if summary.cancelled else ("succeeded" if summary.ok else "failed")
+    if summary.drained and not summary.failed:
+        status = "drained"
+    else:
+        status = "cancelled" if summary.cancelled else ("succeeded" if summary.ok else "failed")
     db.set_meta(status=status, ended=time.time())
     log.info("run %s %s in %.1fs: %s", run_id, status, summary.elapsed, summary.totals)
     return summary
 
 
-def _log_to(path: Path) -> logging.Handler:
+def log_to(path: Path) -> logging.Handler:
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("hpcflow")
@@ -206,3 +235,35 @@ def _log_to(path: Path) -> logging.Handler:
     if logger.level == logging.NOTSET or logger.level > logging.INFO:
         logger.setLevel(logging.INFO)
     return handler
+
+
+def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
+    """Reopen an existing run (inside its allocation, or for a continuation): the workflow as
+    submitted, the graph, and a decision that runs every task not yet succeeded."""
+    import json
+
+    from hpcflow.spec.loader import parse_workflow
+
+    paths = RunPaths(run_dir)
+    info = json.loads(paths.run_info.read_text(encoding="utf-8"))
+    original = Path(info["workflow"])
+    text = paths.workflow_copy.read_text(encoding="utf-8")
+    loaded = parse_workflow(text, str(original), source=original)
+    graph = build_graph(loaded, check_files=False)
+    db = st.StateDB(paths.state_db)
+    rows = db.tasks()
+    if len(rows) != len(graph.instances) or any(
+        r.id != graph.instances[r.idx].id for r in rows
+    ):
+        db.close()
+        raise RunError(f"the tasks recorded in {paths.state_db} do not match the workflow copy")
+    run = [r.state not in (st.SUCCEEDED, st.CACHED) for r in rows]
+    reasons = ["not finished" if r else "done" for r in run]
+    root = StateRoot.beside(original)
+    key = workflow_key(original)
+    memo = Memo(root.memo_db, key)
+    factory = CallFactory(graph, paths)
+    prepared = PreparedRun(original, graph, ResumeDecision(run, reasons), factory, memo,
+                           RunLock(root.lock_file(key)), root, key)
+    # Attempts continue their numbering across allocations.
+    return prepared, db, str(info["run_id"])

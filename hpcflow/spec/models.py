@@ -61,9 +61,9 @@ class Resources(_Model):
 
     def merged_over(self, base: Resources) -> Resources:
         """These resources, with fields this object did not set taken from ``base``."""
-        values = base.model_dump()
-        values.update({name: getattr(self, name) for name in self.model_fields_set})
-        return Resources.model_validate(values)
+        # Both sides are already validated: re-validating would parse memory (in bytes)
+        # again as a bare number of megabytes.
+        return base.model_copy(update={name: getattr(self, name) for name in self.model_fields_set})
 
 
 def _retries_from_int(value: Any) -> Any:

@@ -6,7 +6,7 @@ import math
 import re
 
 _DURATION_UNITS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(d|h|hr|min|m|sec|s)", re.IGNORECASE)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(hr|h|min|m|sec|s|d)", re.IGNORECASE)
 _MEMORY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 _MEMORY_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 

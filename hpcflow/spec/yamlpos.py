@@ -72,7 +72,25 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
         For YAML syntax errors, non-string mapping keys and duplicate keys.
     """
     positions = Positions(file)
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)
+    except yaml.reader.ReaderError as exc:
+        # A control character (or a lone surrogate) anywhere in the text.
+        index = max(0, min(exc.position, len(text)))
+        line = text.count("\n", 0, index) + 1
+        col = index - (text.rfind("\n", 0, index) + 1) + 1
+        code = exc.character if isinstance(exc.character, int) else None
+        raise SpecError(
+            [
+                SpecProblem(
+                    file, line, col, "",
+                    f"character U+{code:04X} is not allowed in a YAML file"
+                    if code is not None else f"cannot read YAML: {exc.reason}",
+                    f'remove it, or write it as an escape inside double quotes ("\\x{code:02x}")'
+                    if code is not None and code < 256 else "remove it",
+                )
+            ]
+        ) from None
     try:
         try:
             root = loader.get_single_node()

@@ -86,6 +86,23 @@ class RunPaths:
     def quarantine_dir(self) -> Path:
         return self.run_dir / "quarantine"
 
+    @property
+    def pilot_config(self) -> Path:
+        return self.run_dir / "pilot.json"
+
+    @property
+    def allocations_dir(self) -> Path:
+        return self.run_dir / "allocations"
+
+    def allocation_script(self, number: int) -> Path:
+        return self.allocations_dir / f"{number}.sh"
+
+    def allocation_stdout(self, number: int) -> Path:
+        return self.allocations_dir / f"{number}.out"
+
+    def allocation_stderr(self, number: int) -> Path:
+        return self.allocations_dir / f"{number}.err"
+
     def task_dir(self, slug: str) -> Path:
         return self.tasks_dir / slug
 

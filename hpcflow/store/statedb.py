@@ -43,6 +43,19 @@ CREATE TABLE IF NOT EXISTS attempts (
     message TEXT,
     PRIMARY KEY (task_idx, attempt)
 );
+CREATE TABLE IF NOT EXISTS allocations (
+    native_id TEXT PRIMARY KEY,
+    number INTEGER NOT NULL,
+    backend TEXT NOT NULL,
+    state TEXT NOT NULL,
+    native_state TEXT,
+    reason TEXT,
+    submitted REAL NOT NULL,
+    updated REAL,
+    script TEXT NOT NULL,
+    stdout TEXT NOT NULL,
+    stderr TEXT NOT NULL
+);
 """
 
 #: Task states. ``cached`` = up to date from an earlier run; ``skipped`` = an upstream failed.
@@ -66,6 +79,23 @@ class AttemptRecord:
     peak_rss: int | None
     host: str | None
     message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationRow:
+    """One batch job of a run."""
+
+    native_id: str
+    number: int
+    backend: str
+    state: str
+    native_state: str | None
+    reason: str | None
+    submitted: float
+    updated: float | None
+    script: str
+    stdout: str
+    stderr: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +194,28 @@ class StateDB:
                 ),
             )
 
+    def add_allocation(self, row: AllocationRow) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (row.native_id, row.number, row.backend, row.state, row.native_state, row.reason,
+                 row.submitted, row.updated, row.script, row.stdout, row.stderr),
+            )
+
+    def update_allocation(self, native_id: str, state: str, native_state: str | None,
+                          reason: str | None) -> None:
+        with self._conn:
+            self._conn.execute(
+                "UPDATE allocations SET state = ?, native_state = ?, reason = ?, updated = ?"
+                " WHERE native_id = ?",
+                (state, native_state, reason, time.time(), native_id),
+            )
+
     # -- reading ------------------------------------------------------------------------
+
+    def allocations(self) -> list[AllocationRow]:
+        return [AllocationRow(*r) for r in self._conn.execute(
+            "SELECT * FROM allocations ORDER BY number")]
 
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}

@@ -1,0 +1,168 @@
+"""``python -m hpcflow.bootstrap RUN_DIR``: start this rank's role in a pilot allocation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from hpcflow.bootstrap import environment
+from hpcflow.bootstrap.config import PilotConfig
+from hpcflow.bootstrap.preflight import PreflightError, check_run_dir, check_world
+from hpcflow.bootstrap.rendezvous import publish, receive
+from hpcflow.bootstrap.roles import NON_WORKER_RANKS, Role, gpu_rotation, role_for
+from hpcflow.errors import HpcflowError
+
+log = logging.getLogger("hpcflow.bootstrap")
+_started = time.time()
+
+
+def main(argv: list[str]) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s rank-%(rank)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("distributed").setLevel(logging.WARNING)
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m hpcflow.bootstrap RUN_DIR\n")
+        return 2
+    run_dir = Path(argv[0]).resolve()
+    info = environment.detect()
+    _tag_logs(info.rank)
+    try:
+        check_run_dir(run_dir)
+        check_world(info.size)
+        config = PilotConfig.read(run_dir / "pilot.json")
+    except HpcflowError as exc:
+        sys.stderr.write(f"hpcflow bootstrap (rank {info.rank} on {info.host}): {exc}\n")
+        return 3
+    allocation = environment.job_id() or os.environ.get("HPCFLOW_ALLOCATION", "local")
+    address_file = run_dir / "scheduler.json"
+    role = role_for(info.rank)
+    log.info("rank %d/%d on %s: %s", info.rank, info.size, info.host, role.value)
+    try:
+        if role is Role.SCHEDULER:
+            return asyncio.run(_scheduler(config, info, address_file, allocation))
+        address = receive(comm=info.comm, path=address_file, allocation=allocation)
+        if role is Role.DRIVER:
+            return _driver(run_dir, address, config)
+        return asyncio.run(_worker(address, config, info))
+    except PreflightError as exc:
+        sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
+        return 3
+
+
+def _tag_logs(rank: int) -> None:
+    old_factory = logging.getLogRecordFactory()
+
+    def factory(*args, **kwargs):  # type: ignore[no-untyped-def]
+        record = old_factory(*args, **kwargs)
+        record.rank = rank
+        return record
+
+    logging.setLogRecordFactory(factory)
+
+
+def _host(config: PilotConfig) -> str | None:
+    if config.interface:
+        return None
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return None
+
+
+async def _scheduler(config: PilotConfig, info: environment.RankInfo, address_file: Path,
+                     allocation: str) -> int:
+    from distributed import Scheduler
+
+    async with Scheduler(host=_host(config), interface=config.interface, port=0,
+                         dashboard=False, protocol=config.transport) as scheduler:
+        log.info("scheduler at %s", scheduler.address)
+        publish(scheduler.address, comm=info.comm, path=address_file, allocation=allocation)
+        await scheduler.finished()
+    return 0
+
+
+def _worker_local_index(info: environment.RankInfo) -> int:
+    """This worker's index among the worker ranks of its node."""
+    node = os.environ.get("SLURM_NODEID") or info.host
+    if info.comm is not None:
+        everyone = info.comm.allgather((info.rank, node))
+        return sum(1 for rank, n in everyone if n == node and rank >= NON_WORKER_RANKS and rank < info.rank)
+    offset = NON_WORKER_RANKS if os.environ.get("SLURM_NODEID", "0") == "0" else 0
+    return max(0, info.local_rank - offset)
+
+
+async def _worker(address: str, config: PilotConfig, info: environment.RankInfo) -> int:
+    from distributed import Worker
+
+    local_index = _worker_local_index(info)
+    resources: dict[str, float] = {"cpus": float(config.threads_per_worker)}
+    if config.gpus_per_worker:
+        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+        rotated = gpu_rotation(visible, local_index)
+        if rotated:
+            os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(rotated)
+        resources["GPU"] = float(config.gpus_per_worker)
+    os.chdir(config.base_dir)
+    local_directory = os.path.expandvars(config.local_directory) if config.local_directory else None
+    async with Worker(address, nthreads=config.threads_per_worker, resources=resources,
+                      name=f"rank-{info.rank}", local_directory=local_directory,
+                      death_timeout=120, host=_host(config), interface=config.interface,
+                      protocol=config.transport, memory_limit=config.memory_limit or "auto",
+                      dashboard=False) as worker:
+        log.info("worker %s (local index %d, resources %s) on %s", worker.address, local_index,
+                 resources, info.host)
+        await worker.finished()
+    return 0
+
+
+def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
+    from distributed import Client
+
+    from hpcflow.runtime.run import drive, log_to, open_run
+
+    handler = log_to(run_dir / "driver.log")
+    client = None
+    db = None
+    try:
+        prepared, db, run_id = open_run(run_dir)
+        prepared.factory.mpi_launcher = config.launcher
+        prepared.factory.mpi = config.mpi
+        client = Client(address, timeout=120, set_as_default=False)
+        started = time.monotonic()
+        client.wait_for_workers(config.workers_expected, timeout=config.worker_wait_timeout)
+        slots = sum(client.nthreads().values())
+        log.info("run %s: %d workers, %d slots ready after %.1fs", run_id,
+                 len(client.nthreads()), slots, time.monotonic() - started)
+        deadline = None
+        walltime = json.loads((run_dir / "run.json").read_text()).get("walltime")
+        if walltime:
+            # The allocation started about when the bootstrap did.
+            deadline = _started + float(walltime)
+        summary = drive(prepared, db, run_id, client, slots, deadline=deadline)
+        prepared.memo.close()
+        log.info("run %s finished: %s", run_id, summary.totals)
+        return 0
+    except Exception as exc:  # the run must still end, and say why
+        log.error("driver failed: %s\n%s", exc, traceback.format_exc())
+        if db is not None:
+            db.set_meta(status="failed", error=str(exc)[:2000], ended=time.time())
+        return 1
+    finally:
+        if db is not None:
+            db.close()
+        if client is not None:
+            try:
+                client.shutdown()  # stops the scheduler and every worker: the allocation ends
+            except Exception as exc:
+                log.warning("shutdown: %s", exc)
+        logging.getLogger("hpcflow").removeHandler(handler)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,38 @@
+"""pilot.json: what the submit host tells every rank of a pilot allocation."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hpcflow.store.atomic import write_json_atomic
+
+
+@dataclass(frozen=True)
+class PilotConfig:
+    """Worker layout and transport for one run's allocations."""
+
+    workers_expected: int
+    threads_per_worker: int
+    gpus_per_worker: int = 0
+    base_dir: str = "."
+    local_directory: str | None = None
+    interface: str | None = None
+    transport: str = "tcp"
+    memory_limit: str | None = None
+    launcher: str = "srun"
+    mpi: str = "pmix"
+    worker_wait_timeout: float = 300.0
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def slots(self) -> int:
+        return self.workers_expected * self.threads_per_worker
+
+    def write(self, path: Path) -> None:
+        write_json_atomic(path, asdict(self))
+
+    @classmethod
+    def read(cls, path: Path) -> PilotConfig:
+        return cls(**json.loads(path.read_text(encoding="utf-8")))

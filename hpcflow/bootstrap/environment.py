@@ -1,0 +1,75 @@
+"""Who am I? Rank, world size and node-local rank, from MPI or the launcher's variables."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+#: (rank, size, local rank) variables, in order of preference, per launcher.
+_RANK_VARIABLES = (
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"),
+    ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+    ("PALS_RANKID", "PALS_SIZE", "PALS_LOCAL_RANKID"),
+)
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """This process's place in the allocation."""
+
+    rank: int
+    size: int
+    local_rank: int
+    host: str
+    job_id: str | None
+    comm: Any = None  # an mpi4py communicator when MPI is available
+
+
+def job_id() -> str | None:
+    return os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID")
+
+
+def from_environment(env: dict[str, str] | None = None) -> RankInfo | None:
+    """Rank info from launcher variables (no MPI needed), or None if none are set."""
+    env = dict(os.environ) if env is None else env
+    for rank_var, size_var, local_var in _RANK_VARIABLES:
+        if rank_var in env and size_var in env:
+            try:
+                rank, size = int(env[rank_var]), int(env[size_var])
+                local = int(env.get(local_var, "0"))
+            except ValueError:
+                continue
+            return RankInfo(rank, size, local, socket.gethostname(), job_id())
+    return None
+
+
+def detect(use_mpi: bool = True) -> RankInfo:
+    """Prefer mpi4py's world (when importable and larger than 1), else launcher variables."""
+    if use_mpi:
+        try:
+            import mpi4py
+
+            mpi4py.rc.finalize = False  # Open MPI 4 can hang in MPI_Finalize after a rank dies
+            from mpi4py import MPI
+
+            comm = MPI.COMM_WORLD
+            if comm.Get_size() > 1:
+                local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
+                env_info = from_environment()
+                if env_info is not None and env_info.size == comm.Get_size():
+                    # Logical nodes on one host share memory; the launcher knows the node rank.
+                    local = env_info.local_rank
+                return RankInfo(comm.Get_rank(), comm.Get_size(), local, socket.gethostname(),
+                                job_id(), comm)
+        except ImportError:
+            pass
+        except Exception:  # an MPI library that cannot initialise: fall back to variables
+            pass
+    info = from_environment()
+    if info is None:
+        return RankInfo(0, 1, 0, socket.gethostname(), job_id())
+    return info

@@ -1,0 +1,42 @@
+"""Checks that fail fast, before any Dask process starts, with the fix in the message."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from hpcflow.bootstrap.roles import NON_WORKER_RANKS
+from hpcflow.errors import HpcflowError
+
+
+class PreflightError(HpcflowError):
+    """The allocation cannot host a run as it is; the message says what to change."""
+
+
+def check_world(size: int, launcher_hint: str = "") -> None:
+    if size < NON_WORKER_RANKS + 1:
+        raise PreflightError(
+            f"the allocation has {size} rank(s); hpcflow needs at least {NON_WORKER_RANKS + 1} "
+            "(rank 0 scheduler, rank 1 driver, ranks 2.. workers)",
+            hint="ask for more tasks (e.g. sbatch --ntasks=3 --overcommit), or check that the "
+            "launcher starts every rank" + (f" ({launcher_hint})" if launcher_hint else ""),
+        )
+
+
+def check_run_dir(run_dir: Path) -> None:
+    if not (run_dir / "run.json").is_file():
+        raise PreflightError(
+            f"{run_dir} is not an hpcflow run directory (no run.json)",
+            hint="the run directory must be on a file system shared by the submit host and "
+            "the compute nodes",
+        )
+    try:
+        fd, name = tempfile.mkstemp(dir=run_dir, prefix=".write-test-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        raise PreflightError(
+            f"run directory {run_dir} is not writable from {os.uname().nodename}: {exc}",
+            hint="put the workflow (and so .hpcflow/runs) on a shared, writable file system",
+        ) from None

@@ -1,0 +1,249 @@
+"""Pilot mode: one allocation per run that boots Dask on its ranks and runs every task.
+
+On the submit host this module creates the run, renders and submits the batch script,
+then follows the run: progress from the run directory, the allocation's state from ONE
+batched, backing-off poller. Ctrl-C cancels the allocation.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus, Backend
+from hpcflow.bootstrap.config import PilotConfig
+from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
+from hpcflow.launchers import bootstrap_argv
+from hpcflow.runtime.driver import Observer
+from hpcflow.runtime.run import (
+    PreparedRun,
+    RunOptions,
+    RunSummary,
+    check_capacity,
+    create_run,
+    log_to,
+)
+from hpcflow.settings.profile import Profile
+from hpcflow.store import statedb as st
+from hpcflow.store.paths import RunPaths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PilotPlan:
+    """The allocation to ask for and the layout every rank will read."""
+
+    request: AllocationRequest
+    config: PilotConfig
+
+
+def plan_pilot(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path, number: int = 1,
+               python: str | None = None) -> PilotPlan:
+    """Turn a profile into an allocation request and the ranks' configuration."""
+    gpus = profile.gpus_per_node
+    if profile.workers_per_node == "per-gpu":
+        if gpus < 1:
+            raise ProfileError("workers_per_node: per-gpu needs gpus_per_node ≥ 1",
+                               hint="set gpus_per_node in the profile")
+        per_node = gpus
+    else:
+        per_node = int(profile.workers_per_node)
+    cpus_per_node = profile.cpus_per_node or per_node
+    threads = profile.threads_per_worker or max(1, cpus_per_node // per_node)
+    workers = profile.nodes * per_node
+    ntasks = workers + 2
+    interpreter = profile.python or sys.executable
+    command = bootstrap_argv(profile.launcher, interpreter, str(paths.run_dir), ntasks,
+                             mpi=profile.mpi)
+    setup = [f"module load {module}" for module in profile.modules] + list(profile.setup)
+    request = AllocationRequest(
+        run_id=run_id,
+        job_name=f"hpcflow-{run_id}",
+        run_dir=paths.run_dir,
+        stdout=paths.allocation_stdout(number),
+        stderr=paths.allocation_stderr(number),
+        command=command,
+        nodes=profile.nodes,
+        ntasks=ntasks,
+        cpus_per_task=threads,
+        gpus_per_node=gpus,
+        memory_per_node=profile.memory_per_node,
+        walltime=profile.walltime,
+        partition=profile.partition,
+        account=profile.account,
+        qos=profile.qos,
+        constraint=profile.constraint,
+        overcommit=profile.overcommit,
+        extra_directives=tuple(profile.extra_directives),
+        setup_lines=tuple(setup),
+        env={**profile.env, "HPCFLOW_RUN_ID": run_id, "HPCFLOW_ALLOCATION_NUMBER": str(number)},
+        workdir=base_dir,
+    )
+    config = PilotConfig(
+        workers_expected=workers,
+        threads_per_worker=threads,
+        gpus_per_worker=(gpus // per_node) if gpus else 0,
+        base_dir=str(base_dir),
+        local_directory=profile.local_directory,
+        interface=profile.interface,
+        transport=profile.transport,
+        memory_limit=profile.worker_memory_limit,
+        launcher=profile.launcher,
+        mpi=profile.mpi,
+        env=dict(profile.env),
+    )
+    return PilotPlan(request, config)
+
+
+def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st.StateDB,
+                      number: int, *, retries: int = 3,
+                      sleep: Callable[[float], None] = time.sleep) -> str:
+    """Render, write and submit; transient failures are retried with backoff."""
+    script = backend.render(plan.request)
+    path = paths.allocation_script(number)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(script, encoding="utf-8")
+    delay = 1.0
+    for attempt in range(retries + 1):
+        try:
+            native_id = backend.submit(path, plan.request)
+            break
+        except SubmitError as exc:
+            if not exc.transient or attempt == retries:
+                raise
+            log.warning("submission failed (%s); retrying in %.0fs", exc.message, delay)
+            sleep(delay)
+            delay = min(delay * 2, 30.0)
+    db.add_allocation(st.AllocationRow(native_id, number, backend.name, AllocationState.QUEUED.value,
+                                       None, None, time.time(), None, str(path),
+                                       str(plan.request.stdout), str(plan.request.stderr)))
+    log.info("allocation %d submitted as %s %s", number, backend.name, native_id)
+    return native_id
+
+
+def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, backend: Backend, *,
+              observer: Observer | None = None, detach: bool = False,
+              poller_factory: Callable[[Backend, Profile], object] | None = None,
+              on_submit: Callable[[str, RunPaths], None] | None = None) -> RunSummary:
+    """Create the run, submit its allocation, and follow it (unless ``detach``)."""
+    from hpcflow.backends.poller import Poller
+
+    started = time.time()
+    graph = prepared.graph
+    run_dir_created = False
+    db: st.StateDB | None = None
+    handler = None
+    try:
+        run_id, paths, db = create_run(prepared, options, backend=profile.backend,
+                                       extra={"profile": profile.name, "mode": "pilot",
+                                              "walltime": profile.walltime})
+        run_dir_created = True
+        handler = log_to(paths.driver_log)
+        plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
+        check_capacity(graph, prepared.decision.run, plan.config.threads_per_worker,
+                       plan.config.gpus_per_worker, where=f"profile {profile.name!r}",
+                       mpi_wrapped=profile.launcher != "single")
+        if prepared.decision.to_run == 0:
+            db.set_meta(status="succeeded", ended=time.time())
+            return RunSummary(run_id, paths, {st.CACHED: len(graph.instances)},
+                              elapsed=time.time() - started)
+        plan.config.write(paths.pilot_config)
+        native_id = submit_allocation(backend, plan, paths, db, 1, retries=profile.submit_retries)
+        db.set_meta(status="submitted")
+        if on_submit:
+            on_submit(native_id, paths)
+        if detach:
+            return RunSummary(run_id, paths, {"submitted": 1}, elapsed=time.time() - started)
+        poller = (poller_factory or _default_poller)(backend, profile)
+        return _follow(db, paths, run_id, backend, poller, profile, plan, native_id, observer,
+                       started)
+    finally:
+        if db is not None:
+            db.close()
+        prepared.memo.close()
+        prepared.lock.release()
+        if handler is not None:
+            logging.getLogger("hpcflow").removeHandler(handler)
+            handler.close()
+        del run_dir_created
+
+
+def _default_poller(backend: Backend, profile: Profile) -> object:
+    from hpcflow.backends.poller import Poller
+
+    return Poller(backend, interval=profile.poll_interval, max_interval=profile.max_poll_interval)
+
+
+def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: object,
+            profile: Profile, plan: PilotPlan, native_id: str, observer: Observer | None,
+            started: float) -> RunSummary:
+    """Wait for the allocation; continue it after a walltime stop when the profile says so."""
+    number = 1
+    current = native_id
+    last: AllocationStatus | None = None
+    try:
+        while True:
+            status = _poll(poller, current)
+            if status is not None and status != last:
+                db.update_allocation(current, status.state.value, status.native_state, status.reason)
+                last = status
+            if observer is not None:
+                observer.update(db.counts())
+            meta = db.meta()
+            if status is not None and status.state.final:
+                finished = meta.get("status") in ("succeeded", "failed")
+                if finished:
+                    break
+                stopped_early = (status.state is AllocationState.TIMEOUT
+                                 or meta.get("status") == "drained")
+                if stopped_early and profile.resubmit and number <= profile.max_resubmits:
+                    number += 1
+                    log.warning("allocation %s hit its walltime; submitting continuation %d",
+                                current, number)
+                    plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
+                    current = submit_allocation(backend, plan, paths, db, number,
+                                                retries=profile.submit_retries)
+                    last = None
+                    continue
+                _mark_unfinished(db, "allocation ended before the run finished")
+                db.set_meta(status="failed", ended=time.time())
+                raise AllocationFailed(current, status.native_state,
+                                       status.reason or "it ended before the run finished",
+                                       [str(paths.allocation_stdout(number)),
+                                        str(paths.allocation_stderr(number)),
+                                        str(paths.driver_log)])
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        log.warning("cancelling allocation %s", current)
+        backend.cancel([current])
+        _mark_unfinished(db, "run cancelled")
+        db.set_meta(status="cancelled", ended=time.time())
+        return _summary(db, paths, run_id, started, cancelled=True)
+    return _summary(db, paths, run_id, started)
+
+
+def _poll(poller: object, native_id: str) -> AllocationStatus | None:
+    states = poller.poll_once([native_id])  # type: ignore[attr-defined]
+    if states is None:
+        return None
+    return states.get(native_id)
+
+
+def _mark_unfinished(db: st.StateDB, message: str) -> None:
+    rows = db.tasks(where="WHERE state IN (?, ?)", params=(st.RUNNING, st.PENDING))
+    db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
+
+
+def _summary(db: st.StateDB, paths: RunPaths, run_id: str, started: float,
+             cancelled: bool = False) -> RunSummary:
+    totals: dict[str, int] = {}
+    for counts in db.counts().values():
+        for state, n in counts.items():
+            totals[state] = totals.get(state, 0) + n
+    failed = [r.idx for r in db.tasks(where="WHERE state = ?", params=(st.FAILED,))]
+    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)

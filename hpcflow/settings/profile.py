@@ -1,0 +1,254 @@
+"""The :class:`Profile`: where a run's allocations go and how they are shaped.
+
+A profile is pure data, like the workflow spec: it names a backend, a launcher, a
+transport and the size of an allocation, and knows no batch-system syntax. Backends turn
+it into ``#SBATCH``/``#PBS`` lines; :mod:`hpcflow.settings.resolve` builds one from its
+layers (built-in defaults, a profile file, the environment, the command line).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import types
+import typing
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    NonNegativeInt,
+    PositiveInt,
+    model_validator,
+)
+
+from hpcflow.spec.models import Duration, Memory
+from hpcflow.spec.units import parse_duration, parse_memory
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _single_line(value: str) -> str:
+    # These values end up on one `#SBATCH`/`#PBS`/`module load` line each; a newline
+    # would start a new directive or command that nobody wrote on purpose.
+    if "\n" in value or "\r" in value or "\0" in value:
+        raise ValueError("must be a single line (no line breaks)")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a valid environment variable name "
+            "(letters, digits and '_', not starting with a digit)"
+        )
+    return value
+
+
+def _env_value_text(value: Any) -> Any:
+    # `OMP_NUM_THREADS: 1` is unambiguous; true/false are not (which spelling?), so
+    # booleans still fail and ask to be quoted.
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+def _check_worker_memory_limit(value: Any) -> Any:
+    """Dask's ``memory_limit``: ``"auto"``, a fraction of the node (0-1], or an amount."""
+    if isinstance(value, bool):
+        raise ValueError("expected 'auto', a fraction such as 0.8, or memory such as '4GB'")
+    if isinstance(value, int | float):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError("expected 'auto', a fraction such as 0.8, or memory such as '4GB'")
+    text = value.strip()
+    if text.lower() == "auto":
+        return "auto"
+    try:
+        fraction = float(text)
+    except ValueError:
+        parse_memory(text)  # raises a ValueError that shows the accepted forms
+        return text
+    if not 0 < fraction <= 1:
+        raise ValueError(
+            "a bare number is a fraction of the node's memory and must be in (0, 1]; "
+            "write an amount such as '4GB' otherwise"
+        )
+    return text
+
+
+SingleLine = Annotated[str, AfterValidator(_single_line)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_env_value_text)]
+WorkerMemoryLimit = Annotated[str, BeforeValidator(_check_worker_memory_limit)]
+PositiveDuration = Annotated[Duration, Field(gt=0)]
+
+
+class CrossFieldError(ValueError):
+    """A problem with a combination of fields; ``fields`` lets callers say where each came from."""
+
+    def __init__(self, message: str, fields: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.fields = fields
+
+
+class Profile(BaseModel):
+    """Everything about where and how a run's allocations are made.
+
+    Guarantees, once constructed: durations are seconds, memory is bytes, every value
+    that becomes a directive or a ``module load`` is a single line, and the
+    combinations below are consistent (``per-gpu`` workers need GPUs; the poll interval
+    cap is not below the first interval).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # -- identity -------------------------------------------------------------------------
+    name: str = Field(min_length=1, description="the profile's name (its file name)")
+    description: str | None = Field(None, description="one line shown by `hpcflow profiles`")
+
+    # -- where and how ----------------------------------------------------------------------
+    backend: Literal["local", "slurm", "pbs"] = Field(
+        "local", description="the batch system allocations are queued on"
+    )
+    mode: Literal["pilot", "jobs", "elastic"] = Field(
+        "pilot",
+        description="pilot: one allocation runs Dask over its ranks; jobs: one batch job per "
+        "task; elastic: dask-jobqueue workers that come and go",
+    )
+    partition: SingleLine | None = Field(None, description="partition (SLURM) or queue (PBS)")
+    account: SingleLine | None = Field(None, description="account/project charged")
+    qos: SingleLine | None = Field(None, description="quality of service")
+    constraint: SingleLine | None = Field(None, description="node features required")
+    modules: list[SingleLine] = Field(
+        default_factory=list, description="environment modules; each becomes `module load X`"
+    )
+    setup: list[str] = Field(
+        default_factory=list,
+        description="shell lines run first in the batch script (trusted, not quoted)",
+    )
+
+    # -- inside the allocation --------------------------------------------------------------
+    launcher: Literal["srun", "mpirun", "single"] = Field(
+        "srun", description="how ranks start inside an allocation"
+    )
+    mpi: SingleLine = Field("pmix", description="srun --mpi value")
+    transport: Literal["tcp", "tls", "ucx"] = Field(
+        "tcp", description="how Dask's scheduler, driver and workers talk"
+    )
+    interface: SingleLine | None = Field(
+        None, description="network interface Dask binds to, e.g. ib0"
+    )
+    nodes: PositiveInt = Field(1, description="nodes per allocation")
+    workers_per_node: PositiveInt | Literal["per-gpu"] = Field(
+        1, description="Dask workers per node, or 'per-gpu' for one per GPU"
+    )
+    threads_per_worker: PositiveInt | None = Field(
+        None, description="threads of each worker (default: cpus_per_node / workers_per_node)"
+    )
+    cpus_per_node: PositiveInt | None = Field(None, description="CPU cores used on each node")
+    gpus_per_node: NonNegativeInt = Field(0, description="GPUs requested on each node")
+    memory_per_node: Memory | None = Field(None, description="memory requested on each node")
+    worker_memory_limit: WorkerMemoryLimit | None = Field(
+        None, description="Dask worker memory limit: 'auto', a fraction, or e.g. '8GB'"
+    )
+    local_directory: str | None = Field(
+        None, description="node-local scratch for workers; $VARS are expanded on the node"
+    )
+    walltime: Duration | None = Field(None, description="time limit of one allocation")
+    overcommit: bool = Field(True, description="allow more ranks than cores (srun --overcommit)")
+    extra_directives: list[SingleLine] = Field(
+        default_factory=list,
+        description="extra batch-system options, one per item, without '#SBATCH'/'#PBS'",
+    )
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="environment variables set for every rank"
+    )
+    python: str | None = Field(
+        None, description="Python interpreter on the compute nodes (default: this one)"
+    )
+
+    # -- talking to the batch system ----------------------------------------------------------
+    poll_interval: PositiveDuration = Field(5.0, description="first wait between status polls")
+    max_poll_interval: PositiveDuration = Field(60.0, description="longest wait between polls")
+    submit_retries: NonNegativeInt = Field(3, description="retries of a failed submission")
+    resubmit: bool = Field(
+        False, description="queue a continuation allocation when the walltime runs out"
+    )
+    max_resubmits: NonNegativeInt = Field(3, description="most continuation allocations")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Profile:
+        if self.workers_per_node == "per-gpu" and self.gpus_per_node < 1:
+            raise CrossFieldError(
+                "workers_per_node 'per-gpu' needs gpus_per_node of at least 1",
+                ("workers_per_node", "gpus_per_node"),
+            )
+        if self.max_poll_interval < self.poll_interval:
+            raise CrossFieldError(
+                f"max_poll_interval ({self.max_poll_interval:g}s) is shorter than "
+                f"poll_interval ({self.poll_interval:g}s)",
+                ("max_poll_interval", "poll_interval"),
+            )
+        return self
+
+    def workers_on_each_node(self) -> int:
+        """How many Dask workers run on each node (``per-gpu`` resolved)."""
+        if self.workers_per_node == "per-gpu":
+            return self.gpus_per_node
+        return self.workers_per_node
+
+    def threads_of_each_worker(self) -> int | None:
+        """Threads per worker: as set, else the node's cores shared out (at least 1).
+
+        ``None`` when neither ``threads_per_worker`` nor ``cpus_per_node`` is known; the
+        worker then decides from what it finds on its node.
+        """
+        if self.threads_per_worker is not None:
+            return self.threads_per_worker
+        if self.cpus_per_node is None:
+            return None
+        return max(1, self.cpus_per_node // self.workers_on_each_node())
+
+    def python_executable(self) -> str:
+        """The interpreter the compute nodes run: as set, else the submitting one."""
+        return self.python or sys.executable
+
+
+FieldKind = Literal["memory", "duration", "list", "dict", "scalar"]
+
+
+def field_kind(name: str) -> FieldKind:
+    """What sort of value field ``name`` of :class:`Profile` holds.
+
+    Used to read values written as text (environment variables, ``--set``) and to show
+    values readably; it is derived from the annotations, so it cannot drift from them.
+    """
+    return _kind_of(Profile.model_fields[name].annotation, Profile.model_fields[name].metadata)
+
+
+def _kind_of(annotation: Any, metadata: list[Any]) -> FieldKind:
+    for item in metadata:
+        if isinstance(item, BeforeValidator):
+            if item.func is parse_memory:
+                return "memory"
+            if item.func is parse_duration:
+                return "duration"
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        inner, *extra = typing.get_args(annotation)
+        return _kind_of(inner, [*metadata, *extra])
+    if origin is list:
+        return "list"
+    if origin is dict:
+        return "dict"
+    if origin is Union or origin is types.UnionType:
+        for arg in typing.get_args(annotation):
+            if arg is not type(None):
+                kind = _kind_of(arg, metadata)
+                if kind != "scalar":
+                    return kind
+    return "scalar"
