@@ -43,13 +43,15 @@ def main(argv: list[str]) -> int:
     address_file = run_dir / "scheduler.json"
     role = role_for(info.rank)
     log.info("rank %d/%d on %s: %s", info.rank, info.size, info.host, role.value)
+    # Collective: every rank takes part, whatever its role.
+    local_index = _worker_local_index(info)
     try:
         if role is Role.SCHEDULER:
             return asyncio.run(_scheduler(config, info, address_file, allocation))
         address = receive(comm=info.comm, path=address_file, allocation=allocation)
         if role is Role.DRIVER:
             return _driver(run_dir, address, config)
-        return asyncio.run(_worker(address, config, info))
+        return asyncio.run(_worker(address, config, info, local_index))
     except PreflightError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
         return 3
@@ -79,8 +81,10 @@ async def _scheduler(config: PilotConfig, info: environment.RankInfo, address_fi
                      allocation: str) -> int:
     from distributed import Scheduler
 
-    async with Scheduler(host=_host(config), interface=config.interface, port=0,
-                         dashboard=False, protocol=config.transport) as scheduler:
+    host = _host(config)
+    async with Scheduler(host=host, interface=config.interface, port=0, dashboard=False,
+                         dashboard_address=f"{host or ''}:0",
+                         protocol=config.transport) as scheduler:
         log.info("scheduler at %s", scheduler.address)
         publish(scheduler.address, comm=info.comm, path=address_file, allocation=allocation)
         await scheduler.finished()
@@ -97,10 +101,10 @@ def _worker_local_index(info: environment.RankInfo) -> int:
     return max(0, info.local_rank - offset)
 
 
-async def _worker(address: str, config: PilotConfig, info: environment.RankInfo) -> int:
+async def _worker(address: str, config: PilotConfig, info: environment.RankInfo,
+                  local_index: int) -> int:
     from distributed import Worker
 
-    local_index = _worker_local_index(info)
     resources: dict[str, float] = {"cpus": float(config.threads_per_worker)}
     if config.gpus_per_worker:
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]

@@ -38,9 +38,9 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from hpcflow.cli import dag, logs, profiles, run, runs, schema, status, validate
+    from hpcflow.cli import cancel, dag, logs, profiles, render, run, runs, schema, status, validate
 
-    for module in (run, validate, dag, schema, status, runs, logs, profiles):
+    for module in (run, validate, dag, render, schema, status, runs, logs, cancel, profiles):
         cli.add_command(module.command)
 
 

@@ -16,7 +16,13 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 @click.command("run")
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--profile", default="local", show_default=True, help="Where to run (site profile).")
+@click.option("--profile", envvar="HPCFLOW_PROFILE", default="local", show_default=True,
+              help="Where to run: a site profile name or file (`hpcflow profiles list`).")
+@click.option("--detach", is_flag=True, help="Batch profiles: return once the allocation is submitted.")
+@click.option("--nodes", type=click.IntRange(min=1), help="Batch profiles: nodes to allocate.")
+@click.option("--partition", help="Batch profiles: partition (queue).")
+@click.option("--account", help="Batch profiles: account to charge.")
+@click.option("--walltime", help="Batch profiles: allocation walltime, e.g. 2h or 1:00:00.")
 @click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Run directory (default: .hpcflow/runs/RUN_ID beside the workflow).")
 @click.option("--force", is_flag=True, help="Run every task, even those up to date.")
@@ -26,22 +32,22 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
-def command(workflow: Path, profile: str, run_dir: Path | None, force: bool, rerun: tuple[str, ...],
-            workers: int | None, threads: int | None, dry_run: bool, quiet: bool) -> None:
+def command(workflow: Path, profile: str, detach: bool, nodes: int | None, partition: str | None,
+            account: str | None, walltime: str | None, run_dir: Path | None, force: bool,
+            rerun: tuple[str, ...], workers: int | None, threads: int | None, dry_run: bool,
+            quiet: bool) -> None:
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
     from rich.console import Console
 
     from hpcflow.cli import console as ui
-    from hpcflow.errors import ProfileError
     from hpcflow.runtime.run import RunOptions, execute, prepare
+    from hpcflow.settings import resolve_profile
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
-    if profile != "local":
-        raise ProfileError(
-            f"profile {profile!r} is not available in this version; only 'local' runs so far",
-            hint="run without --profile to use the embedded local cluster",
-        )
+    overrides = {"nodes": nodes, "partition": partition, "account": account, "walltime": walltime}
+    flags = {k: f"--{k}" for k in overrides}
+    resolved = resolve_profile(profile, overrides=overrides, flags=flags).profile
     out = Console(stderr=False)
     options = RunOptions(run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads)
     prepared = prepare(workflow, options, take_lock=not dry_run)
@@ -55,11 +61,27 @@ def command(workflow: Path, profile: str, run_dir: Path | None, force: bool, rer
     signal.signal(signal.SIGTERM, _raise_interrupt)
     live = not quiet and out.is_terminal
     progress = ui.LiveProgress(out, order)
-    if live:
+    def run_it(observer):  # type: ignore[no-untyped-def]
+        if resolved.backend == "local":
+            return execute(prepared, options, observer=observer)
+        from hpcflow.backends.registry import get_backend
+        from hpcflow.runtime.pilot import run_pilot
+
+        def submitted(native_id: str, paths) -> None:  # type: ignore[no-untyped-def]
+            out.print(f"submitted allocation {native_id} ({resolved.backend}) · run dir "
+                      f"{paths.run_dir}", highlight=False, soft_wrap=True)
+
+        return run_pilot(prepared, options, resolved, get_backend(resolved.backend),
+                         observer=observer, detach=detach, on_submit=submitted)
+
+    if live and not detach:
         with progress:
-            summary = execute(prepared, options, observer=progress)
+            summary = run_it(progress)
     else:
-        summary = execute(prepared, options)
+        summary = run_it(None)
+    if detach and "submitted" in summary.totals:
+        out.print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
+        return
     paths = summary.paths
     with StateDB(paths.state_db, readonly=True) as db:
         counts = db.counts()

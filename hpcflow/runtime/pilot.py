@@ -131,18 +131,14 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
               poller_factory: Callable[[Backend, Profile], object] | None = None,
               on_submit: Callable[[str, RunPaths], None] | None = None) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
-    from hpcflow.backends.poller import Poller
-
     started = time.time()
     graph = prepared.graph
-    run_dir_created = False
     db: st.StateDB | None = None
     handler = None
     try:
         run_id, paths, db = create_run(prepared, options, backend=profile.backend,
                                        extra={"profile": profile.name, "mode": "pilot",
                                               "walltime": profile.walltime})
-        run_dir_created = True
         handler = log_to(paths.driver_log)
         plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
         check_capacity(graph, prepared.decision.run, plan.config.threads_per_worker,
@@ -153,7 +149,13 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
             return RunSummary(run_id, paths, {st.CACHED: len(graph.instances)},
                               elapsed=time.time() - started)
         plan.config.write(paths.pilot_config)
-        native_id = submit_allocation(backend, plan, paths, db, 1, retries=profile.submit_retries)
+        try:
+            native_id = submit_allocation(backend, plan, paths, db, 1,
+                                          retries=profile.submit_retries)
+        except BaseException as exc:
+            db.set_meta(status="failed", error=f"submission failed: {exc}"[:2000],
+                        ended=time.time())
+            raise
         db.set_meta(status="submitted")
         if on_submit:
             on_submit(native_id, paths)
@@ -170,13 +172,14 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
         if handler is not None:
             logging.getLogger("hpcflow").removeHandler(handler)
             handler.close()
-        del run_dir_created
 
 
 def _default_poller(backend: Backend, profile: Profile) -> object:
     from hpcflow.backends.poller import Poller
 
-    return Poller(backend, interval=profile.poll_interval, max_interval=profile.max_poll_interval)
+    return Poller(backend, interval=profile.poll_interval,
+                  initial_delay=min(1.0, profile.poll_interval),
+                  max_interval=max(profile.max_poll_interval, profile.poll_interval))
 
 
 def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: object,
@@ -186,16 +189,18 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
     number = 1
     current = native_id
     last: AllocationStatus | None = None
+    poller.track([current])  # type: ignore[attr-defined]
     try:
         while True:
-            status = _poll(poller, current)
+            poller.poll_once()  # type: ignore[attr-defined]
+            status = poller.latest.get(current)  # type: ignore[attr-defined]
             if status is not None and status != last:
                 db.update_allocation(current, status.state.value, status.native_state, status.reason)
                 last = status
             if observer is not None:
                 observer.update(db.counts())
             meta = db.meta()
-            if status is not None and status.state.final:
+            if status is not None and poller.settled([current]):  # type: ignore[attr-defined]
                 finished = meta.get("status") in ("succeeded", "failed")
                 if finished:
                     break
@@ -208,6 +213,7 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
                     plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
                     current = submit_allocation(backend, plan, paths, db, number,
                                                 retries=profile.submit_retries)
+                    poller.track([current])  # type: ignore[attr-defined]
                     last = None
                     continue
                 _mark_unfinished(db, "allocation ended before the run finished")
@@ -225,13 +231,6 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
         db.set_meta(status="cancelled", ended=time.time())
         return _summary(db, paths, run_id, started, cancelled=True)
     return _summary(db, paths, run_id, started)
-
-
-def _poll(poller: object, native_id: str) -> AllocationStatus | None:
-    states = poller.poll_once([native_id])  # type: ignore[attr-defined]
-    if states is None:
-        return None
-    return states.get(native_id)
 
 
 def _mark_unfinished(db: st.StateDB, message: str) -> None:
