@@ -58,6 +58,18 @@ def format_path(path: Path) -> str:
 class _Loader(yaml.SafeLoader):
     """SafeLoader whose scalars we construct one at a time."""
 
+    def fetch_flow_collection_start(self, TokenClass: Any) -> None:  # noqa: N803
+        # PyYAML's scanner slows down quadratically with the depth of [ and {; stop early.
+        if self.flow_level >= _MAX_DEPTH:
+            raise yaml.scanner.ScannerError(
+                None, None, f"[...] and {{...}} nested more than {_MAX_DEPTH} deep", self.get_mark()
+            )
+        super().fetch_flow_collection_start(TokenClass)
+
+
+#: Deepest nesting of lists and mappings a document may have.
+_MAX_DEPTH = 64
+
 
 #: Most values (after expanding aliases) one document may hold; stops "billion laughs".
 _MAX_VALUES = 1_000_000
@@ -104,7 +116,8 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
             col = mark.column + 1 if mark else None
             problem = exc.problem or str(exc)
             hint = None
-            if mark is not None and "{" in (mark.buffer or "")[max(0, mark.index - 40): mark.index + 1]:
+            near = (mark.buffer or "")[max(0, mark.index - 40) : mark.index + 1] if mark else ""
+            if "{" in near and "nested" not in problem:
                 hint = ('quote values that contain {placeholders} inside [...] or {...}, '
                         'e.g. ["out_{i}.txt"]')
             raise SpecError(
@@ -139,8 +152,10 @@ def _convert(
     depth: int,
     budget: list[int],
 ) -> Any:
-    if depth > 64:
-        problems.append(positions.problem(path, "document nested too deeply (over 64 levels)"))
+    if depth > _MAX_DEPTH:
+        problems.append(
+            positions.problem(path, f"document nested too deeply (over {_MAX_DEPTH} levels)")
+        )
         return None
     budget[0] -= 1
     if budget[0] < 0:

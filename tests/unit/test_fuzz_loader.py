@@ -28,7 +28,7 @@ FILE = "fuzz.yaml"
 SCALE = max(1, int(os.environ.get("HPCFLOW_FUZZ_SCALE", "1")))
 
 FUZZ = settings(
-    max_examples=150 * SCALE,
+    max_examples=100 * SCALE,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
@@ -71,7 +71,7 @@ YAML_CHARS = string.ascii_letters[:8] + string.digits[:4] + " \n\t:-[]{},#&*!|>'
 yaml_ish_text = st.text(alphabet=YAML_CHARS, max_size=200)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=600 * SCALE)
 @given(text=st.one_of(st.text(max_size=200), yaml_ish_text))
 def test_random_text(text: str, workflow_path: Path) -> None:
     check(text, workflow_path)
@@ -110,136 +110,181 @@ anything = st.recursive(
     max_leaves=25,
 )
 
-def mostly(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any] = anything) -> st.SearchStrategy[Any]:
-    """``good`` about 29 times in 30, else ``bad``: a document has many fields, and a fair
-    share of whole documents should be valid so that the DAG builder gets to work."""
-    return st.sampled_from([False] * 29 + [True]).flatmap(lambda is_bad: bad if is_bad else good)
-
-
-NAMES = ["a", "b", "c", "sim", "reduce"]
+NAMES = ["a", "b", "c", "sim", "reduce", "t5", "t6"]
 PARAMS = ["seed", "x", "y"]
-patterns = mostly(
-    st.sampled_from(
-        ["out.txt", "out-{seed}.txt", "out-{x}.txt", "{seed}-{x}.txt", "*.txt", "out-*.txt",
-         "d/{seed}/r.txt", "*/r.txt", "d/*/r.txt", "[o]ut-?.txt", "{seed}", "a.txt", "b.txt",
-         "../up.txt", "/abs/{x}"]
-    ),
-    st.one_of(st.sampled_from(["{undefined}", "", ".", "/tmp", "x\x00y", "{", "{{x}}"]), st.text(max_size=8)),
-)
-sweep_values = mostly(
-    st.one_of(
-        st.lists(st.one_of(st.integers(-2, 4), st.sampled_from(["a", "b", "1", True, 1.5])), min_size=1, max_size=3),
-        st.builds(lambda r: {"range": r}, st.lists(st.integers(-2, 5), min_size=1, max_size=3)),
-    ),
-    st.one_of(st.just([]), st.just({"range": [0, 10**30]}), st.just({"range": [0, 5, 0]}), anything),
-)
-sweep_axes = st.dictionaries(
-    mostly(st.sampled_from(PARAMS), st.sampled_from(["inputs", "1bad", "range", ""])), sweep_values,
-    min_size=1, max_size=2,
-)
-foreach = mostly(
-    st.one_of(
-        sweep_axes,
-        st.fixed_dictionaries({}, optional={"product": sweep_axes, "zip": sweep_axes}),
-    ),
-    st.one_of(st.fixed_dictionaries({"zip": sweep_axes, "seed": sweep_values}), anything),
-)
-durations = mostly(
-    st.one_of(st.sampled_from(["90s", "10m", "1h30m", "2:00:00", "1-0", "2hr"]), st.integers(0, 10**6)),
-    st.one_of(st.sampled_from(["soon", "-1", "1e400", ".inf"]), scalars),
-)
-resources = st.dictionaries(
-    mostly(st.sampled_from(["cpus", "memory", "gpus", "walltime", "ranks", "nodes"]), st.sampled_from(["cpu", "mem"])),
-    mostly(st.one_of(st.integers(1, 4), st.sampled_from(["4GB", "512", "1h", "100MB", "512B"])), scalars),
-    max_size=4,
-)
-retries = mostly(
-    st.one_of(
-        st.integers(0, 3),
-        st.fixed_dictionaries({}, optional={"attempts": st.integers(0, 3), "backoff": durations, "factor": st.floats(1, 4)}),
-    ),
-    st.one_of(st.integers(-2, -1), st.just({"bakoff": 1}), anything),
-)
-env = st.dictionaries(
-    mostly(st.sampled_from(["A", "ON", "MODE"]), keys),
-    mostly(st.sampled_from(["1", "{seed}", "${HOME}", "{{x}}", "fast"]), scalars),
-    max_size=2,
-)
-workdirs = mostly(st.sampled_from(["w", "w/{seed}", "{x}", "/abs", "..", "a/./b"]), scalars)
-constant_params = st.dictionaries(
-    mostly(st.sampled_from(PARAMS + ["n"]), st.sampled_from(["outputs", "inputs"])),
-    mostly(st.one_of(st.integers(0, 3), st.sampled_from(["a", "1"]), st.lists(st.integers(0, 2), max_size=2)), anything),
-    max_size=2,
-)
-COMMANDS = ["echo {seed} > {outputs}", "cat {inputs}", "awk '{print $1}' ${HOME}", "x {y}", "run {n}"]
+COMMANDS = ["echo hi > {outputs}", "cat {inputs}", "awk '{print $1}' ${HOME} {{x}}", "true"]
 
 
-@st.composite
-def tasks(draw: st.DrawFn) -> Any:
-    task: dict[str, Any] = {"name": draw(mostly(st.sampled_from(NAMES), st.sampled_from(["", "a[x=1]", 3])))}
-    kinds = draw(mostly(st.sampled_from([["command"], ["argv"], ["python"]]), st.sampled_from([[], ["command", "argv"]])))
-    for kind in kinds:
-        task[kind] = draw({
-            "command": mostly(st.sampled_from(COMMANDS), scalars),
-            "argv": mostly(st.lists(st.sampled_from(["prog", "{x}", "{seed}", "{inputs}", "-v"]), min_size=1, max_size=3)),
-            "python": mostly(st.sampled_from(["mod:func", "a.b:c.d"]), st.sampled_from(["bad", ":x", "a:b:c"])),
-        }[kind])
-    optional = {
-        "foreach": foreach,
-        "params": constant_params,
-        "inputs": mostly(st.lists(patterns, max_size=3)),
-        "outputs": mostly(st.lists(patterns, max_size=3)),
-        "needs": mostly(st.lists(mostly(st.sampled_from(NAMES), st.sampled_from(["zzz", ""])), max_size=3)),
-        "resources": mostly(resources),
-        "retries": retries,
-        "timeout": durations,
-        "env": mostly(env),
-        "workdir": workdirs,
-        "description": mostly(st.text(max_size=10), scalars),
-    }
-    for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=6)):
-        task[key] = draw(optional[key])
-    if draw(st.integers(0, 19)) == 0:
-        task[draw(keys)] = draw(anything)  # an unknown or repeated key
-    return task
+def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
+    """Workflow-shaped data. Clean documents have the right shapes and types everywhere, but
+    random names, sweeps, paths and dependencies (so they exercise the checks across tasks and
+    the DAG builder: undefined placeholders, duplicate outputs, cycles...); noisy ones also put
+    wrong keys, types and values anywhere."""
 
+    def mostly(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any] = anything) -> st.SearchStrategy[Any]:
+        return st.one_of(good, bad) if noisy else good
 
-@st.composite
-def workflows(draw: st.DrawFn) -> Any:
-    doc: dict[str, Any] = {
-        "name": draw(mostly(st.just("w"), scalars)),
-        "tasks": draw(mostly(st.lists(tasks(), min_size=1, max_size=5))),
-    }
-    optional = {
-        "defaults": mostly(
+    durations = mostly(
+        st.one_of(st.sampled_from(["90s", "10m", "1h30m", "2:00:00", "1-0", "2hr"]), st.integers(0, 10**6)),
+        st.one_of(st.sampled_from(["soon", "-1", "9" * 400, ".inf"]), scalars),
+    )
+    resources = st.fixed_dictionaries(
+        {},
+        optional={
+            "cpus": mostly(st.integers(1, 4)),
+            "memory": mostly(st.sampled_from(["4GB", 512, "100MB", "512B", "2GiB"])),
+            "gpus": mostly(st.integers(0, 2)),
+            "walltime": durations,
+            "ranks": mostly(st.integers(1, 4)),
+            "nodes": mostly(st.integers(1, 2)),
+            **({"cpu": st.integers(1, 2), "": anything} if noisy else {}),
+        },
+    )
+    retries = mostly(
+        st.one_of(
+            st.integers(0, 3),
             st.fixed_dictionaries(
-                {},
-                optional={"resources": resources, "retries": retries, "timeout": durations, "env": env, "workdir": workdirs},
-            )
+                {}, optional={"attempts": st.integers(0, 3), "backoff": durations, "factor": st.floats(1, 4)}
+            ),
         ),
-        "workdir": workdirs,
-        "description": mostly(st.text(max_size=10), scalars),
-        "tsks": anything,
-    }
-    for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=2)):
-        doc[key] = draw(optional[key])
-    if draw(st.booleans()):
-        doc.pop("name") if draw(st.integers(0, 9)) == 0 else None
-    return doc
+        st.one_of(st.integers(-2, -1), st.just({"bakoff": 1}), anything),
+    )
+    env = st.dictionaries(
+        mostly(st.sampled_from(["A", "ON", "MODE"]), keys),
+        mostly(st.sampled_from(["1", "${HOME}", "{{x}}", "fast"]), st.sampled_from(["{seed}", "{x}", 1])),
+        max_size=2,
+    )
+    workdirs = mostly(
+        st.sampled_from(["w", "/abs", "..", "a/./b", "{{lit}}", "${X}"]), st.sampled_from(["{seed}", "{x}", 1])
+    )
+
+    def axes(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
+        """Equal-length value lists (so that they can also be zipped)."""
+        size = st.integers(1, 3)
+        ints = st.lists(st.integers(-2, 4), min_size=3, max_size=3, unique=True)
+        texts = st.lists(st.sampled_from(["a", "b", "c", "x y", "1"]), min_size=3, max_size=3, unique=True)
+        good = st.tuples(size, st.lists(st.one_of(ints, texts), min_size=len(names), max_size=len(names))).map(
+            lambda t: {n: v[: t[0]] for n, v in zip(names, t[1], strict=True)}
+        )
+        good_range = st.tuples(st.integers(-2, 2), st.integers(1, 3), st.sampled_from([1, 2])).map(
+            lambda t: {n: {"range": [t[0], t[0] + t[1] * t[2], t[2]]} for n in names}
+        )
+        bad = st.fixed_dictionaries(
+            {
+                n: st.one_of(
+                    st.just([]), st.just({"range": [0, 10**30]}), st.just({"range": [0, 5, 0]}),
+                    st.just({"range": [3, 1]}), st.just([1, "1", True]), st.just([[1]]), anything,
+                )
+                for n in names
+            }
+        )
+        return mostly(good_range if len(names) == 1 else good, bad) if noisy else st.one_of(good, good_range)
+
+    @st.composite
+    def task(draw: st.DrawFn, name: str, names: list[str]) -> Any:
+        doc: dict[str, Any] = {"name": name}
+        kinds = draw(mostly(st.sampled_from([["command"], ["argv"], ["python"]]), st.sampled_from([[], ["command", "argv"]])))
+        for kind in kinds:
+            doc[kind] = draw({
+                "command": mostly(st.sampled_from(COMMANDS), scalars),
+                "argv": mostly(st.lists(st.sampled_from(["prog", "{inputs}", "-v"]), min_size=1, max_size=3)),
+                "python": mostly(st.sampled_from(["mod:func", "a.b:c.d"]), st.sampled_from(["bad", ":x", "a:b:c"])),
+            }[kind])
+        swept = draw(st.lists(st.sampled_from(PARAMS), unique=True, max_size=3))
+        constant = draw(st.lists(st.sampled_from([*PARAMS, "n"]), unique=True, max_size=2))
+        if noisy and draw(st.booleans()):
+            constant.append(draw(st.sampled_from([*swept, "outputs"] if swept else ["inputs"])))
+        else:
+            constant = [c for c in constant if c not in swept]
+        if swept:
+            if len(swept) > 1 and draw(st.booleans()):
+                split = draw(st.integers(0, len(swept)))
+                doc["foreach"] = {"product": draw(axes(swept[:split])), "zip": draw(axes(swept[split:]))}
+            else:
+                doc["foreach"] = draw(axes(swept))
+        if constant:
+            doc["params"] = {
+                c: draw(mostly(st.one_of(st.integers(0, 3), st.sampled_from(["a", "1"]), st.lists(st.integers(0, 2), max_size=2))))
+                for c in constant
+            }
+        known = swept + constant
+        others = [n for n in names if n != name] or [name]
+        # Outputs name every swept parameter (so instances write different files), mostly.
+        mine = f"{name}/out" + "".join(f"-{{{k}}}" for k in swept)
+        outputs = [mine + ".txt"]
+        if draw(st.booleans()):
+            outputs.append(mine + ".log")
+        if noisy and draw(st.booleans()):
+            outputs.append(draw(st.sampled_from(["shared.txt", f"{others[0]}/out.txt", "{nope}", "", "/abs"])))
+        if draw(st.integers(0, 3)):
+            doc["outputs"] = outputs
+        inputs = []
+        for other in draw(st.lists(st.sampled_from(others), max_size=2)):
+            holes = "".join(f"-{{{k}}}" for k in draw(st.lists(st.sampled_from(known), unique=True)) if known) if known else ""
+            inputs.append(draw(st.sampled_from([
+                f"{other}/out{holes}.txt", f"{other}/*.txt", f"{other}/out*", f"*/out{holes}.*", f"{other}/[o]ut?*.txt",
+                f"{other}/missing.txt", f"{other}/../{other}/out.txt",
+            ])))
+        if inputs:
+            doc["inputs"] = draw(mostly(st.just(inputs)))
+        if draw(st.booleans()):
+            needs = draw(st.lists(st.sampled_from(others), unique=True, max_size=2))
+            doc["needs"] = draw(mostly(st.just(needs), st.sampled_from([["zzz"], [name], needs * 2])))
+        optional = {
+            "resources": mostly(resources),
+            "retries": retries,
+            "timeout": durations,
+            "env": mostly(env),
+            "workdir": st.one_of(workdirs, st.sampled_from([f"w-{{{k}}}" for k in known] or ["w"])),
+            "description": mostly(st.text(max_size=10), scalars),
+        }
+        for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=3)):
+            doc[key] = draw(optional[key])
+        if noisy and draw(st.booleans()):
+            doc[draw(keys)] = draw(anything)  # an unknown or repeated key
+        return doc
+
+    @st.composite
+    def document(draw: st.DrawFn) -> Any:
+        names = draw(st.lists(st.sampled_from(NAMES), min_size=1, max_size=5, unique=not noisy))
+        doc: dict[str, Any] = {
+            "name": draw(mostly(st.just("w"), st.sampled_from(["", None, 3]))),
+            "tasks": [draw(task(n, names)) for n in names],
+        }
+        optional = {
+            "defaults": mostly(
+                st.fixed_dictionaries(
+                    {},
+                    optional={"resources": resources, "retries": retries, "timeout": durations, "env": env, "workdir": workdirs},
+                )
+            ),
+            "workdir": workdirs,
+            "description": mostly(st.text(max_size=10), scalars),
+        }
+        for key in draw(st.lists(st.sampled_from(sorted(optional)), unique=True, max_size=2)):
+            doc[key] = draw(optional[key])
+        if noisy and draw(st.booleans()):
+            doc[draw(st.sampled_from(["tsks", "name", "tasks"]))] = draw(anything)
+        return doc
+
+    return document()
+
+
+workflows = st.one_of(workflow_documents(noisy=False), workflow_documents(noisy=True))
 
 
 def dump(data: Any, flow: bool | None) -> str:
     return yaml.safe_dump(data, default_flow_style=flow, allow_unicode=True, sort_keys=False)
 
 
-@FUZZ
+@settings(FUZZ, max_examples=300 * SCALE)
 @given(data=anything, flow=st.sampled_from([None, True, False]))
 def test_random_yaml_data(data: Any, flow: bool | None, workflow_path: Path) -> None:
     check(dump(data, flow), workflow_path)
 
 
-@settings(FUZZ, max_examples=400 * SCALE)
-@given(data=workflows(), flow=st.sampled_from([None, False]))
+@settings(FUZZ, max_examples=150 * SCALE)
+@given(data=workflows, flow=st.sampled_from([None, False]))
 def test_random_workflow_shaped_documents(data: Any, flow: bool | None, workflow_path: Path) -> None:
     check(dump(data, flow), workflow_path)
 
@@ -330,7 +375,7 @@ def test_the_valid_workflow_is_valid(workflow_path: Path) -> None:
     assert sum(len(i.deps) for i in graph.instances) > 10
 
 
-@settings(FUZZ, max_examples=400 * SCALE)
+@settings(FUZZ, max_examples=700 * SCALE)
 @given(text=edited_workflow())
 def test_edited_valid_workflow(text: str, workflow_path: Path) -> None:
     check(text, workflow_path)

@@ -262,9 +262,65 @@ def test_bad_standard_tag_is_a_positioned_problem() -> None:
 
 
 def test_document_nested_too_deeply() -> None:
+    # 30 block levels and 40 flow levels: each within the scanner's limit, too deep together.
     with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks:\n" + "  - " + "[" * 100 + "]" * 100 + "\n", FILE)
+        parse_workflow("name: w\ntasks:\n" + "- " * 30 + "[" * 40 + "]" * 40 + "\n", FILE)
+    (p,) = info.value.problems
+    assert p.message == "document nested too deeply (over 64 levels)"
+    assert p.line == 3
+    assert p.where.startswith("tasks[0][0]")
+
+
+def test_very_deep_flow_nesting_is_a_quick_spec_error() -> None:
+    # PyYAML's scanner is quadratic in the depth of '[': stop at 64 levels.
+    with pytest.raises(SpecError) as info:
+        parse_workflow("name: w\ntasks: " + "[" * 50_000 + "]" * 50_000 + "\n", FILE)
+    (p,) = info.value.problems
+    assert at(p) == (2, 8 + 64)
+    assert p.message == "YAML syntax error: [...] and {...} nested more than 64 deep"
+    assert p.hint is None
+
+
+def test_very_deep_block_nesting_is_a_spec_error() -> None:
+    # PyYAML composes recursively: this must not escape as RecursionError.
+    with pytest.raises(SpecError) as info:
+        parse_workflow("name: w\ntasks:\n" + "- " * 20_000 + "x\n", FILE)
+    (p,) = info.value.problems
+    assert "nested too deeply" in p.message
+
+
+def test_recursive_alias_is_a_spec_error() -> None:
+    with pytest.raises(SpecError) as info:
+        parse_workflow("name: w\ntasks: &a [*a]\n", FILE)
     assert any("nested too deeply" in p.message for p in info.value.problems)
+
+
+def test_alias_bomb_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hpcflow.spec import yamlpos
+
+    monkeypatch.setattr(yamlpos, "_MAX_VALUES", 1000)
+    lines = ["name: w", "l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 6):
+        refs = ", ".join([f"*l{level - 1}"] * 10)
+        lines.append(f"l{level}: &l{level} [{refs}]")
+    with pytest.raises(SpecError) as info:
+        parse_workflow("\n".join(lines) + "\n", FILE)
+    (p,) = info.value.problems
+    assert p.message.startswith("document too large (over 1,000 values")
+
+
+@pytest.mark.parametrize(("char", "position"), [("\x01", (3, 7)), ("\x7f", (1, 1)), ("\ud800", (2, 8))])
+def test_control_characters_are_positioned(char: str, position: tuple[int, int]) -> None:
+    text = {
+        (3, 7): f"name: w\ntasks:\n  - na{char}me: a\n",
+        (1, 1): f"{char}name: w\n",
+        (2, 8): f"name: w\ntasks: {char}\n",
+    }[position]
+    with pytest.raises(SpecError) as info:
+        parse_workflow(text, FILE)
+    (p,) = info.value.problems
+    assert at(p) == position
+    assert p.message == f"character U+{ord(char):04X} is not allowed in a YAML file"
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,513 @@
+"""SLURM: render a batch script, ``sbatch`` it, poll with ``squeue``, ``scancel`` it.
+
+The backend is argv builders and output parsers around one template
+(``templates/pilot.sbatch.j2``); it runs nothing itself but goes through the injected
+:class:`~hpcflow.backends._commands.CommandRunner`. State and reason vocabularies live
+in :mod:`hpcflow.backends.slurm.states`.
+
+Polling facts (SLURM 22.05, checked on a real cluster; see tests/unit/backends/samples):
+
+* One ``squeue --noheader --states=all --jobs=ID,ID --Format=...`` call per poll. The
+  ``--json`` output of 22.05 ignores ``--jobs``/``--states``/``--user`` and lists every
+  job the controller holds, so on a busy cluster each poll would transfer megabytes;
+  it is therefore opt-in (``squeue_json=True``) and always filtered on our side.
+* ``--states=all`` is needed, or finished jobs are not listed.
+* ``exit_code`` is a raw wait status (``exit 5`` reads 1280; SIGTERM reads 15).
+* Finished jobs are purged after MinJobAge (default 300 s). When every id asked for is
+  purged, squeue fails with "Invalid job id specified"; that means "none known", not
+  an error. Purged ids are looked up with ONE ``sacct`` call when accounting is
+  enabled. Without accounting (sacct prints "Slurm accounting storage is disabled";
+  remembered, so it is asked once) they are left out of the answer: per-id
+  ``scontrol show job`` calls would not know them either, and the poller reports an
+  id that stays missing as unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from hpcflow.backends._commands import CommandRunner, CommandTimedOut
+from hpcflow.backends._render import Renderer, validate_env_name, validate_extra_directive
+from hpcflow.backends.base import AllocationRequest, AllocationStatus
+from hpcflow.backends.slurm.states import (
+    decode_exit_pair,
+    decode_wait_status,
+    describe_reason,
+    to_state,
+)
+from hpcflow.errors import ProfileError, RunError, SchedulerCommandError, SubmitError
+
+log = logging.getLogger(__name__)
+
+TEMPLATE = "pilot.sbatch.j2"
+
+#: Seconds before sbatch / squeue / sacct / scancel are killed.
+SUBMIT_TIMEOUT = 60.0
+QUERY_TIMEOUT = 30.0
+
+#: squeue columns, each followed by "|" (no padding): id, state, raw wait status,
+#: nodes, reason. The reason comes last because it may contain ", " and ":".
+SQUEUE_FORMAT = "JobID:|,State:|,exit_code:|,NodeList:|,Reason:|"
+SACCT_FORMAT = "JobID,State,ExitCode,Reason"
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+#: Directive values that sbatch reads as one token without quotes.
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:/+=@%-]+")
+_PARSABLE = re.compile(r"(\d+)(?:;(\S+))?")
+_ACCOUNTING_DISABLED = "accounting storage is disabled"
+_INVALID_JOB_ID = "Invalid job id specified"
+
+#: sbatch errors worth retrying: the controller was busy or unreachable.
+TRANSIENT_ERRORS = (
+    "Socket timed out",
+    "Unable to contact slurm controller",
+    "Resource temporarily unavailable",
+    "Connection refused",
+    "Connection timed out",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "Slurm temporarily unable to accept job",
+    "slurm_persist_conn_open",
+)
+
+#: sbatch errors that a retry cannot fix → the profile setting that can.
+PERMANENT_ERRORS: tuple[tuple[str, str], ...] = (
+    ("Invalid partition name specified", "partition"),
+    ("invalid partition specified", "partition"),
+    ("Invalid account", "account"),
+    ("Invalid qos", "qos"),
+    ("Job violates accounting/QOS policy", "account / qos (limits)"),
+    ("Invalid feature specification", "constraint"),
+    ("Memory specification can not be satisfied", "memory_per_node"),
+    ("Invalid generic resource (gres) specification", "gpus_per_node"),
+    ("Requested time limit is invalid", "walltime"),
+    ("Node count specification invalid", "nodes"),
+    ("More processors requested than permitted", "ntasks / cpus_per_task"),
+    (
+        "Requested node configuration is not available",
+        "resources (nodes, ntasks, cpus_per_task, gpus_per_node, memory_per_node, constraint)",
+    ),
+    ("Invalid directive", "extra_directives"),
+    ("unrecognized option", "extra_directives"),
+    ("Access/permission denied", "account / partition"),
+)
+
+#: Long sbatch option that a typed request field produces → that field's name.
+_TYPED_OPTIONS = {
+    "job-name": "job_name", "output": "stdout", "error": "stderr", "nodes": "nodes",
+    "ntasks": "ntasks", "cpus-per-task": "cpus_per_task", "overcommit": "overcommit",
+    "gres": "gpus_per_node", "mem": "memory_per_node", "time": "walltime",
+    "partition": "partition", "account": "account", "qos": "qos",
+    "constraint": "constraint",
+}  # fmt: skip
+#: Short spellings of those options.
+_SHORT_OPTIONS = {
+    "J": "job-name", "o": "output", "e": "error", "N": "nodes", "n": "ntasks",
+    "c": "cpus-per-task", "O": "overcommit", "t": "time", "p": "partition",
+    "A": "account", "q": "qos", "C": "constraint",
+}  # fmt: skip
+
+
+class SlurmBackend:
+    """The SLURM batch system, driven through ``runner``.
+
+    Parameters
+    ----------
+    runner
+        Runs every command (and counts them).
+    squeue_json
+        Poll with ``squeue --json`` instead of the delimited ``--Format`` listing. The
+        answer is filtered to the ids asked for either way (22.05 ignores the filters).
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        runner: CommandRunner,
+        *,
+        squeue_json: bool = False,
+        submit_timeout: float = SUBMIT_TIMEOUT,
+        query_timeout: float = QUERY_TIMEOUT,
+    ) -> None:
+        self.runner = runner
+        self.squeue_json = squeue_json
+        self.submit_timeout = submit_timeout
+        self.query_timeout = query_timeout
+        #: Whether ``sacct`` works here: None until the first purged id needs it.
+        self.accounting: bool | None = None
+        self._templates = Renderer(__package__ or "hpcflow.backends.slurm")
+
+    # -- rendering --------------------------------------------------------------
+
+    def directives(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
+        """The ``#SBATCH`` lines (without the prefix), each with an optional comment."""
+        _check_counts(request)
+        lines: list[tuple[str, str | None]] = [
+            (f"--job-name={job_name(request.job_name)}", None),
+            (f"--output={directive_path(request.stdout)}", None),
+            (f"--error={directive_path(request.stderr)}", None),
+            (f"--nodes={request.nodes}", None),
+            (f"--ntasks={request.ntasks}", None),
+            (f"--cpus-per-task={request.cpus_per_task}", None),
+        ]
+        if request.overcommit:
+            lines.append(("--overcommit", "More ranks than CPUs: ranks share cores."))
+        if request.gpus_per_node:
+            lines.append((f"--gres=gpu:{request.gpus_per_node}", "GPUs on every node."))
+        if request.memory_per_node is not None:
+            lines.append(
+                (f"--mem={memory_mib(request.memory_per_node)}M", "Memory per node, in MiB.")
+            )
+        if request.walltime is not None:
+            lines.append((f"--time={format_walltime(request.walltime)}", "Walltime: [D-]H:MM:SS."))
+        for option in ("partition", "account", "qos", "constraint"):
+            value = getattr(request, option)
+            if value is not None:
+                lines.append((f"--{option}={directive_value(value, option)}", None))
+        emitted = {line.split("=", 1)[0][2:] for line, _ in lines}
+        for index, text in enumerate(request.extra_directives):
+            validate_extra_directive(text)
+            _check_not_typed(text, emitted)
+            comment = "Extra directives from the profile." if index == 0 else None
+            lines.append((text, comment))
+        return lines
+
+    def render(self, request: AllocationRequest) -> str:
+        """The exact batch script that :meth:`submit` would send."""
+        if not request.command:
+            raise ValueError("an allocation request needs a command")
+        env = [(validate_env_name(name), str(value)) for name, value in request.env.items()]
+        context = {
+            "run_label": job_name(request.run_id),
+            "directives": self.directives(request),
+            "workdir": os.path.abspath(request.workdir or request.run_dir),
+            "setup_lines": list(request.setup_lines),
+            "env": env,
+            "command": [str(arg) for arg in request.command],
+        }
+        return self._templates.render(TEMPLATE, context)
+
+    # -- submitting ---------------------------------------------------------------
+
+    def submit(self, script: Path, request: AllocationRequest) -> str:
+        """``sbatch --parsable SCRIPT``; return the job id. Raises SubmitError.
+
+        A transient error (``transient=True``) may still have queued the job (a
+        "Socket timed out" reply can arrive after the controller accepted it); whoever
+        retries should look for a job of the same name before submitting again.
+        """
+        argv = ["sbatch", "--parsable", str(script)]
+        try:
+            result = self.runner.run(argv, timeout=self.submit_timeout)
+        except CommandTimedOut as exc:
+            raise SubmitError(
+                f"sbatch did not answer within {exc.timeout:g} s",
+                transient=True,
+                hint="the SLURM controller is busy or unreachable; retry later",
+            ) from exc
+        except SchedulerCommandError as exc:
+            raise SubmitError(exc.message, transient=False, hint=exc.hint) from exc
+        if result.returncode != 0:
+            raise classify_submit_error(result.stderr or result.stdout, result.returncode)
+        native_id = parse_sbatch_parsable(result.stdout)
+        log.info("submitted %s for run %s as SLURM job %s", script, request.run_id, native_id)
+        return native_id
+
+    # -- polling ------------------------------------------------------------------
+
+    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
+        """The status of every id from ONE squeue call (plus one sacct call for ids
+        squeue has purged, when accounting works); unknown ids are omitted."""
+        ids = list(dict.fromkeys(str(i) for i in native_ids))
+        if not ids:
+            return {}
+        statuses = self._squeue(ids)
+        missing = [i for i in ids if i not in statuses]
+        if missing and self.accounting is not False:
+            statuses.update(self._sacct(missing))
+        return statuses
+
+    def _squeue(self, ids: list[str]) -> dict[str, AllocationStatus]:
+        argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}"]
+        argv.append("--json" if self.squeue_json else f"--Format={SQUEUE_FORMAT}")
+        result = self.runner.run(argv, timeout=self.query_timeout)
+        if result.returncode != 0:
+            if _INVALID_JOB_ID in result.stderr:
+                return {}  # every id asked for is purged (or never existed)
+            result.check()
+        if self.squeue_json:
+            return parse_squeue_json(result.stdout, ids)
+        return parse_squeue(result.stdout, ids)
+
+    def _sacct(self, ids: list[str]) -> dict[str, AllocationStatus]:
+        argv = [
+            "sacct", "--parsable2", "--noheader", "--allocations",
+            f"--jobs={','.join(ids)}", f"--format={SACCT_FORMAT}",
+        ]  # fmt: skip
+        try:
+            result = self.runner.run(argv, timeout=self.query_timeout)
+        except SchedulerCommandError as exc:
+            # The fallback must not fail a poll that squeue answered.
+            log.warning("sacct could not be run: %s", exc.message)
+            if exc.returncode in (126, 127):
+                self.accounting = False  # not installed: do not try again
+            return {}
+        if _ACCOUNTING_DISABLED in (result.stdout + result.stderr).lower():
+            log.info("SLURM accounting is disabled: purged jobs are reported as unknown")
+            self.accounting = False
+            return {}
+        if result.returncode != 0:
+            log.warning("sacct failed (%d): %s", result.returncode, result.stderr.strip())
+            return {}
+        self.accounting = True
+        return parse_sacct(result.stdout, ids)
+
+    # -- cancelling -------------------------------------------------------------
+
+    def cancel(self, native_ids: Sequence[str]) -> None:
+        """One ``scancel`` for all ids; ids that already ended or are unknown are fine."""
+        ids = list(dict.fromkeys(str(i) for i in native_ids))
+        if not ids:
+            return
+        result = self.runner.run(["scancel", *ids], timeout=self.query_timeout)
+        if result.returncode != 0:
+            harmless = (_INVALID_JOB_ID, "already completing or completed")
+            if not all(
+                any(h in line for h in harmless)
+                for line in result.stderr.splitlines()
+                if line.strip()
+            ):
+                result.check()
+        log.info("cancelled SLURM jobs %s", ", ".join(ids))
+
+
+# -- values for #SBATCH lines ---------------------------------------------------
+
+
+def job_name(text: str) -> str:
+    """``text`` with every run of characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
+    return _UNSAFE_NAME.sub("_", text).strip("_") or "hpcflow"
+
+
+def directive_value(value: str, setting: str) -> str:
+    """``value`` as ONE token for sbatch's ``#SBATCH`` parser.
+
+    sbatch splits directive lines on blanks, honours double quotes and, inside them,
+    backslash escapes (checked on 22.05); lines cannot continue, so line breaks are
+    refused.
+    """
+    if any(c in value for c in "\n\r\x00"):
+        raise ProfileError(
+            f"{setting} {value!r} contains a line break or NUL character",
+            hint=f"fix the profile's {setting} setting",
+        )
+    if _PLAIN_VALUE.fullmatch(value):
+        return value
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def directive_path(path: Path | str) -> str:
+    """An absolute output/error path for ``#SBATCH``, safe from sbatch's parsing.
+
+    ``%`` starts a filename pattern (``%j``...), so it is doubled. A backslash turns
+    pattern expansion off and is then dropped by SLURM, so such a path cannot be
+    expressed and is refused, like a path with a line break.
+    """
+    text = os.path.abspath(path)
+    if any(c in text for c in "\n\r\x00\\"):
+        raise RunError(
+            f"SLURM cannot write a log to {text!r}: the path contains a line break, NUL "
+            "or backslash",
+            hint="put the workflow and its run directory under a path without those characters",
+        )
+    return directive_value(text.replace("%", "%%"), "path")
+
+
+def memory_mib(size_bytes: int) -> int:
+    """Bytes → whole MiB, rounded up (never ask for less than the request)."""
+    return max(1, math.ceil(size_bytes / 2**20))
+
+
+def format_walltime(seconds: float) -> str:
+    """Seconds → ``H:MM:SS``, or ``D-HH:MM:SS`` from one day on (rounded up)."""
+    total = math.ceil(seconds)
+    days, rest = divmod(total, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def _check_counts(request: AllocationRequest) -> None:
+    for setting, value, least in (
+        ("nodes", request.nodes, 1),
+        ("ntasks", request.ntasks, 1),
+        ("cpus_per_task", request.cpus_per_task, 1),
+        ("gpus_per_node", request.gpus_per_node, 0),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise ProfileError(
+                f"{setting} must be a whole number of at least {least}, not {value!r}",
+                hint=f"fix the {setting} setting",
+            )
+    if request.memory_per_node is not None and request.memory_per_node <= 0:
+        raise ProfileError(
+            f"memory_per_node must be positive, not {request.memory_per_node!r}",
+            hint="fix the memory_per_node setting",
+        )
+    if request.walltime is not None and not request.walltime > 0:
+        raise ProfileError(
+            f"walltime must be positive, not {request.walltime!r}",
+            hint="fix the walltime setting",
+        )
+
+
+def _check_not_typed(text: str, emitted: set[str]) -> None:
+    """Refuse an extra directive that repeats an option computed from a typed setting."""
+    if text.startswith("--"):
+        option = text[2:].split("=", 1)[0]
+    else:
+        option = _SHORT_OPTIONS.get(text[1:2], "")
+    if option in emitted:
+        raise ProfileError(
+            f"extra directive {text!r} repeats an option hpcflow already sets",
+            hint=f"use the {_TYPED_OPTIONS[option]} setting instead of an extra directive",
+        )
+
+
+# -- output parsers -------------------------------------------------------------
+
+
+def parse_sbatch_parsable(stdout: str) -> str:
+    """The job id from ``sbatch --parsable`` output: ``123`` or ``123;cluster``.
+
+    The cluster name (multi-cluster setups) is dropped: polling uses the bare id.
+    """
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    match = _PARSABLE.fullmatch(lines[-1]) if lines else None
+    if match is None:
+        raise SubmitError(
+            f"sbatch succeeded but printed no job id: {stdout.strip()!r}",
+            transient=False,
+            hint="is 'sbatch' a wrapper that changes its output? hpcflow needs --parsable",
+        )
+    if match.group(2):
+        log.debug("job %s is on cluster %s", match.group(1), match.group(2))
+    return match.group(1)
+
+
+def classify_submit_error(stderr: str, returncode: int) -> SubmitError:
+    """A SubmitError for a failed sbatch: transient (retry may help) or permanent.
+
+    A permanent error's hint names the profile setting that fixes it; an unknown error
+    is treated as permanent, so a bad request fails fast instead of being retried.
+    """
+    message = _sbatch_message(stderr) or f"sbatch exited with {returncode}"
+    folded = stderr.lower()
+    if any(pattern.lower() in folded for pattern in TRANSIENT_ERRORS):
+        return SubmitError(
+            f"sbatch failed: {message}", transient=True,
+            hint="the SLURM controller is busy or unreachable; retry later",
+        )  # fmt: skip
+    for pattern, setting in PERMANENT_ERRORS:
+        if pattern.lower() in folded:
+            return SubmitError(
+                f"sbatch rejected the allocation: {message}", transient=False,
+                hint=f"check the profile's {setting} setting",
+            )  # fmt: skip
+    return SubmitError(
+        f"sbatch failed: {message}", transient=False,
+        hint="read sbatch's message above; 'hpcflow render' shows the script it was given",
+    )  # fmt: skip
+
+
+def _sbatch_message(stderr: str) -> str:
+    """sbatch's error lines without the ``sbatch: error:`` prefixes, joined."""
+    lines = []
+    for line in stderr.splitlines():
+        text = line.strip()
+        for prefix in ("sbatch: error:", "sbatch:"):
+            if text.startswith(prefix):
+                text = text[len(prefix) :].strip()
+                break
+        if text:
+            lines.append(text)
+    return "; ".join(lines)
+
+
+def _status(
+    native_id: str, native_state: str, reason: str | None, exit_code: int | None, nodes: str
+) -> AllocationStatus:
+    state = to_state(native_state)
+    return AllocationStatus(
+        native_id=native_id,
+        state=state,
+        native_state=native_state,
+        reason=describe_reason(reason),
+        exit_code=exit_code if state.final else None,
+        nodes=nodes or None,
+    )
+
+
+def parse_squeue(stdout: str, wanted: Iterable[str]) -> dict[str, AllocationStatus]:
+    """Statuses from ``squeue --noheader --Format=SQUEUE_FORMAT``, for ``wanted`` ids only."""
+    keep = set(wanted)
+    statuses: dict[str, AllocationStatus] = {}
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|", 4)
+        if len(fields) != 5:
+            log.warning("ignoring a squeue line that does not have 5 fields: %r", line)
+            continue
+        native_id, native_state, raw_exit, nodes, reason = (f.strip() for f in fields)
+        if native_id not in keep:
+            continue
+        reason = reason[:-1] if reason.endswith("|") else reason
+        exit_code = decode_wait_status(int(raw_exit)) if raw_exit.isdigit() else None
+        statuses[native_id] = _status(native_id, native_state, reason, exit_code, nodes)
+    return statuses
+
+
+def parse_squeue_json(stdout: str, wanted: Iterable[str]) -> dict[str, AllocationStatus]:
+    """Statuses from ``squeue --json`` (openapi v0.0.38, SLURM 22.05), for ``wanted`` ids."""
+    keep = set(wanted)
+    statuses: dict[str, AllocationStatus] = {}
+    for job in json.loads(stdout).get("jobs", []):
+        native_id = str(job.get("job_id"))
+        if native_id not in keep:
+            continue
+        native_state = job.get("job_state", "")
+        if isinstance(native_state, list):  # newer releases list state flags
+            native_state = native_state[0] if native_state else ""
+        raw_exit = job.get("exit_code")
+        exit_code = decode_wait_status(raw_exit) if isinstance(raw_exit, int) else None
+        statuses[native_id] = _status(
+            native_id, str(native_state), job.get("state_reason"), exit_code,
+            job.get("nodes") or "",
+        )  # fmt: skip
+    return statuses
+
+
+def parse_sacct(stdout: str, wanted: Iterable[str]) -> dict[str, AllocationStatus]:
+    """Statuses from ``sacct --parsable2 --noheader --format=JobID,State,ExitCode[,Reason]``.
+
+    Step rows (``123.batch``) are skipped; the allocation's own row is used.
+    """
+    keep = set(wanted)
+    statuses: dict[str, AllocationStatus] = {}
+    for line in stdout.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) < 3 or fields[0] not in keep:
+            continue
+        reason = fields[3] if len(fields) > 3 else None
+        statuses[fields[0]] = _status(fields[0], fields[1], reason, decode_exit_pair(fields[2]), "")
+    return statuses
