@@ -28,8 +28,11 @@ def bootstrap_argv(launcher: str, python: str, run_dir: str, ntasks: int, *, mpi
 def task_prefix(launcher: str, ranks: int, nodes: int | None, *, mpi: str = "pmix") -> list[str]:
     """The prefix that runs one MPI task with ``ranks`` ranks inside the allocation."""
     if launcher == "srun":
-        # --overlap: the pilot step holds every CPU; the task's step shares them.
-        prefix = ["srun", "--overlap", f"--mpi={mpi}", f"--ntasks={ranks}", "--cpus-per-task=1"]
+        # --overlap and --mem=0: the pilot step holds every CPU and all memory; the task's
+        # step shares them (without --mem=0 SLURM answers "Memory required by task is not
+        # available").
+        prefix = ["srun", "--overlap", "--mem=0", f"--mpi={mpi}", f"--ntasks={ranks}",
+                  "--cpus-per-task=1"]
         if nodes:
             prefix.append(f"--nodes={nodes}")
         return prefix

@@ -1,0 +1,180 @@
+"""Pilot mode against the real local SLURM: one allocation boots Dask over srun ranks."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from tests.conftest import HOSTILE_VALUES, CliResult, write_workflow
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def slurm_env(env, slurm_cluster):
+    return {**env, **slurm_cluster.extra_env}
+
+
+@pytest.fixture
+def hpcflow_slurm(slurm_env):
+    def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
+        proc = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", *args], cwd=cwd,
+                              env=slurm_env, capture_output=True, text=True, timeout=timeout)
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+def _queue(slurm_cluster) -> list[str]:
+    out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+@pytest.mark.parametrize("name", ["hello", "sweep", "python-tasks"])
+def test_examples_in_one_allocation(example, hpcflow_slurm, name, nodes):
+    wf = example(name)
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", str(nodes), "-q")
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert "submitted allocation" in result.stdout
+    status = json.loads(hpcflow_slurm("status", "--json").stdout)
+    assert status["status"] == "succeeded"
+    assert all(set(c) == {"succeeded"} for c in status["counts"].values())
+    if name == "sweep":
+        assert (wf.parent / "results" / "summary.txt").read_text().startswith("estimates=120 ")
+    # Logs have the same layout as local runs.
+    run_dir = Path(status["run_dir"])
+    assert any((run_dir / "tasks").glob("*/1/stdout"))
+    assert (run_dir / "allocations" / "1.sh").read_text().count("#SBATCH --nodes=") == 1
+
+
+def _allocation_logs(wf: Path) -> str:
+    logs = sorted(wf.parent.glob(".hpcflow/runs/*/allocations/*.err"))
+    return "\n".join(p.read_text()[-3000:] for p in logs)
+
+
+def test_mpi_task_allreduce_over_two_nodes(tmp_path, hpcflow_slurm):
+    (tmp_path / "allreduce.py").write_text(
+        "import os\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
+        "total = comm.allreduce(comm.Get_rank() + 1)\n"
+        "nodes = comm.gather(os.environ['SLURMD_NODENAME'])\n"
+        "if comm.Get_rank() == 0:\n"
+        "    open('allreduce.txt', 'w').write(f'{comm.Get_size()} {total} {len(set(nodes))}')\n"
+    )
+    wf = write_workflow(tmp_path, f"""
+name: mpi
+tasks:
+  - name: allreduce
+    resources: {{ranks: 4, nodes: 2}}
+    argv: [{sys.executable}, allreduce.py]
+    outputs: [allreduce.txt]
+""")
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert (tmp_path / "allreduce.txt").read_text() == "4 10 2"
+
+
+def test_gpu_tasks_see_distinct_devices(tmp_path, hpcflow_slurm):
+    wf = write_workflow(tmp_path, """
+name: gpus
+tasks:
+  - name: gpu
+    foreach: {i: [1, 2, 3, 4, 5, 6, 7, 8]}
+    resources: {gpus: 1}
+    command: sleep 0.3; echo "$CUDA_VISIBLE_DEVICES" > {outputs}
+    outputs: ["gpu-{i}.txt"]
+""")
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "2", "-q")
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    seen = {p.read_text().strip() for p in tmp_path.glob("gpu-*.txt")}
+    assert len(seen) >= 2, seen
+    assert all(re.fullmatch(r"[01],[01]", v) for v in seen), seen
+    # A GPU task cannot go to the CPU-only test profile: refused before submitting.
+    refused = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--force")
+    assert refused.returncode == 2 and "asks for 1 GPUs" in refused.stderr
+
+
+def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
+    tasks = [{"name": f"t{n} {v}", "params": {"v": v}, "command": "printf '%s' {v} > {outputs}",
+              "outputs": [f"out/{n}.txt"]} for n, v in enumerate(HOSTILE_VALUES)]
+    work = tmp_path / "dir with 'quotes' and spaces"
+    work.mkdir()
+    wf = work / "workflow.yaml"
+    wf.write_text(yaml.safe_dump({"name": "hostile; touch CANARY", "tasks": tasks}))
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    for n, value in enumerate(HOSTILE_VALUES):
+        assert (work / "out" / f"{n}.txt").read_text() == value
+    assert list(tmp_path.rglob("CANARY")) == []
+
+
+def test_cancel_mid_run_leaves_nothing(tmp_path, slurm_env, slurm_cluster):
+    marker = f"hpcflow-pilot-cancel-{time.time_ns()}"
+    wf = write_workflow(tmp_path, f"""
+name: long
+tasks:
+  - name: long
+    foreach: {{i: [1, 2]}}
+    command: sleep 120; echo {marker}
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
+                             "--profile", "slurm-test", "-q"], env=slurm_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(_marked(marker)) < 2:
+        time.sleep(0.2)
+    assert len(_marked(marker)) >= 2, "tasks never started"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (_queue(slurm_cluster) or _marked(marker)):
+        time.sleep(0.3)
+    assert _queue(slurm_cluster) == []
+    assert _marked(marker) == []
+
+
+def _marked(marker: str) -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in (p.info["cmdline"] or [])):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def test_detach_then_status_and_bad_partition(tmp_path, hpcflow_slurm, slurm_cluster):
+    wf = write_workflow(tmp_path, """
+name: detached
+tasks:
+  - name: a
+    command: sleep 1; echo done > a.txt
+    outputs: [a.txt]
+""")
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--detach")
+    assert result.returncode == 0, result.output
+    assert "detached" in result.stdout
+    deadline = time.monotonic() + 60
+    status: dict = {}
+    while time.monotonic() < deadline:
+        status = json.loads(hpcflow_slurm("status", "--json").stdout)
+        if status["status"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.5)
+    assert status["status"] == "succeeded", status
+    assert (tmp_path / "a.txt").read_text() == "done\n"
+
+    bad = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--partition", "nosuch", "--force")
+    assert bad.returncode == 2
+    assert "partition" in bad.stderr and "Traceback" not in bad.stderr
