@@ -9,6 +9,10 @@ from hpcflow.errors import ProfileError
 
 def get_backend(name: str, runner: CommandRunner | None = None) -> Backend:
     runner = runner or CommandRunner()
+    if name == "allocation":
+        from hpcflow.backends.allocation.backend import AllocationBackend
+
+        return AllocationBackend(runner)
     if name == "slurm":
         from hpcflow.backends.slurm.backend import SlurmBackend
 

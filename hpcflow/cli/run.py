@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -16,8 +17,9 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 @click.command("run")
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--profile", envvar="HPCFLOW_PROFILE", default="local", show_default=True,
-              help="Where to run: a site profile name or file (`hpcflow profiles list`).")
+@click.option("--profile", envvar="HPCFLOW_PROFILE", default=None,
+              help="Where to run: a site profile name or file (`hpcflow profiles list`). "
+              "Default: local, or the current allocation when run inside one.")
 @click.option("--detach", is_flag=True, help="Batch profiles: return once the allocation is submitted.")
 @click.option("--nodes", type=click.IntRange(min=1), help="Batch profiles: nodes to allocate.")
 @click.option("--partition", help="Batch profiles: partition (queue).")
@@ -32,7 +34,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
-def command(workflow: Path, profile: str, detach: bool, nodes: int | None, partition: str | None,
+def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None, partition: str | None,
             account: str | None, walltime: str | None, run_dir: Path | None, force: bool,
             rerun: tuple[str, ...], workers: int | None, threads: int | None, dry_run: bool,
             quiet: bool) -> None:
@@ -47,7 +49,15 @@ def command(workflow: Path, profile: str, detach: bool, nodes: int | None, parti
 
     overrides = {"nodes": nodes, "partition": partition, "account": account, "walltime": walltime}
     flags = {k: f"--{k}" for k in overrides}
-    resolved = resolve_profile(profile, overrides=overrides, flags=flags).profile
+    layout = None
+    if profile is None and not dry_run:
+        from hpcflow.backends.allocation.backend import allocation_layout
+
+        # Inside an allocation (sbatch script, salloc) with ranks to spare: boot on them.
+        layout = allocation_layout(os.environ)
+        if layout is not None and (layout["ntasks"] < 3 or "HPCFLOW_RUN_ID" in os.environ):
+            layout = None
+    resolved = resolve_profile(profile or "local", overrides=overrides, flags=flags).profile
     out = Console(stderr=False)
     options = RunOptions(run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads)
     prepared = prepare(workflow, options, take_lock=not dry_run)
@@ -62,6 +72,13 @@ def command(workflow: Path, profile: str, detach: bool, nodes: int | None, parti
     live = not quiet and out.is_terminal
     progress = ui.LiveProgress(out, order)
     def run_it(observer):  # type: ignore[no-untyped-def]
+        if layout is not None:
+            from hpcflow.backends.registry import get_backend
+            from hpcflow.runtime.pilot import run_pilot
+
+            slurm = resolve_profile("slurm", overrides=overrides, flags=flags).profile
+            return run_pilot(prepared, options, slurm, get_backend("allocation"),
+                             observer=observer, layout=layout)
         if resolved.backend == "local":
             return execute(prepared, options, observer=observer)
         from hpcflow.backends.registry import get_backend

@@ -143,7 +143,8 @@ def _connect_needs(
                     loaded.positions.problem(
                         ("tasks", spec_index, "needs", j),
                         f"{inst.id!r} needs {need!r}, but no instance of {need!r} has {values}",
-                        hint=f"instances are paired on the parameters they share ({', '.join(shared)}); "
+                        hint="instances are paired on the parameters they share "
+                        f"({', '.join(shared)}); "
                         "sweep the same values, or rename the parameter to wait for every instance",
                     )
                 )

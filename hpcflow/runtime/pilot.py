@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus, Backend
@@ -100,6 +100,23 @@ def plan_pilot(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path, n
     return PilotPlan(request, config)
 
 
+def plan_in_allocation(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path,
+                       layout: dict[str, int], number: int = 1) -> PilotPlan:
+    """The plan for the allocation we already run in: its ranks, as they are."""
+    ntasks = layout["ntasks"]
+    gpus = layout["gpus_per_node"]
+    base = plan_pilot(profile.model_copy(update={
+        "nodes": layout["nodes"], "gpus_per_node": gpus, "workers_per_node": 1,
+        "cpus_per_node": layout["cpus_per_task"], "threads_per_worker": layout["cpus_per_task"],
+    }), paths, run_id, base_dir, number)
+    command = bootstrap_argv(profile.launcher, profile.python or sys.executable,
+                             str(paths.run_dir), ntasks, mpi=profile.mpi)
+    request = replace(base.request, command=command, ntasks=ntasks)
+    config = replace(base.config, workers_expected=ntasks - 2,
+                     gpus_per_worker=1 if gpus else 0)
+    return PilotPlan(request, config)
+
+
 def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st.StateDB,
                       number: int, *, retries: int = 3,
                       sleep: Callable[[float], None] = time.sleep) -> str:
@@ -129,7 +146,8 @@ def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st
 def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, backend: Backend, *,
               observer: Observer | None = None, detach: bool = False,
               poller_factory: Callable[[Backend, Profile], object] | None = None,
-              on_submit: Callable[[str, RunPaths], None] | None = None) -> RunSummary:
+              on_submit: Callable[[str, RunPaths], None] | None = None,
+              layout: dict[str, int] | None = None) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
     started = time.time()
     graph = prepared.graph
@@ -140,7 +158,10 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
                                        extra={"profile": profile.name, "mode": "pilot",
                                               "walltime": profile.walltime})
         handler = log_to(paths.driver_log)
-        plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
+        if layout is not None:
+            plan = plan_in_allocation(profile, paths, run_id, graph.loaded.base_dir, layout)
+        else:
+            plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
         check_capacity(graph, prepared.decision.run, plan.config.threads_per_worker,
                        plan.config.gpus_per_worker, where=f"profile {profile.name!r}",
                        mpi_wrapped=profile.launcher != "single")
@@ -177,6 +198,9 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
 def _default_poller(backend: Backend, profile: Profile) -> object:
     from hpcflow.backends.poller import Poller
 
+    if backend.name == "allocation":
+        # A child process of ours: asking costs nothing.
+        return Poller(backend, interval=0.2, initial_delay=0.2, max_interval=1.0)
     return Poller(backend, interval=profile.poll_interval,
                   initial_delay=min(1.0, profile.poll_interval),
                   max_interval=max(profile.max_poll_interval, profile.poll_interval))

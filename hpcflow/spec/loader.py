@@ -289,7 +289,8 @@ def _check_inherited_placeholders(
             reported.add((path, name))
             problems.append(
                 positions.problem(
-                    path, f"undefined placeholder {{{name}}} (task {task.name!r} has no such parameter)",
+                    path,
+                    f"undefined placeholder {{{name}}} (task {task.name!r} has no such parameter)",
                     hint="every task inherits this value, so each must define it under 'params:' "
                     "or 'foreach:'; write {{" + name + "}} for literal braces",
                 )

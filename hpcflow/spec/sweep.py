@@ -113,7 +113,8 @@ def parse_sweep(raw: Any, path: Path, positions: Positions) -> tuple[Sweep | Non
     if total > MAX_INSTANCES:
         problems.append(
             positions.problem(
-                path, f"this sweep has {total:,} combinations; at most {MAX_INSTANCES:,} are allowed",
+                path,
+                f"this sweep has {total:,} combinations; at most {MAX_INSTANCES:,} are allowed",
                 hint="split the task, or sweep fewer values",
             )
         )

@@ -89,13 +89,13 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
     except yaml.reader.ReaderError as exc:
         # A control character (or a lone surrogate) anywhere in the text.
         index = max(0, min(exc.position, len(text)))
-        line = text.count("\n", 0, index) + 1
-        col = index - (text.rfind("\n", 0, index) + 1) + 1
+        bad_line = text.count("\n", 0, index) + 1
+        bad_col = index - (text.rfind("\n", 0, index) + 1) + 1
         code = exc.character if isinstance(exc.character, int) else None
         raise SpecError(
             [
                 SpecProblem(
-                    file, line, col, "",
+                    file, bad_line, bad_col, "",
                     f"character U+{code:04X} is not allowed in a YAML file"
                     if code is not None else f"cannot read YAML: {exc.reason}",
                     f'remove it, or write it as an escape inside double quotes ("\\x{code:02x}")'

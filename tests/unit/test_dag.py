@@ -33,7 +33,9 @@ def graph_in(tmp_path: Path, text: str, *, check_files: bool = True) -> TaskGrap
     return build_graph(load_workflow(path), check_files=check_files)
 
 
-def graph_problem(text: str, *, check_files: bool = False, tmp_path: Path | None = None) -> SpecProblem:
+def graph_problem(
+    text: str, *, check_files: bool = False, tmp_path: Path | None = None
+) -> SpecProblem:
     with pytest.raises(SpecError) as info:
         if tmp_path is None:
             graph_of(text, check_files=check_files)
@@ -44,9 +46,7 @@ def graph_problem(text: str, *, check_files: bool = False, tmp_path: Path | None
 
 
 def ids(graph: TaskGraph, task: str | None = None) -> list[str]:
-    return [
-        i.id for i in graph.instances if task is None or graph.template(i).spec.name == task
-    ]
+    return [i.id for i in graph.instances if task is None or graph.template(i).spec.name == task]
 
 
 def deps_of(graph: TaskGraph, instance: str) -> list[str]:
@@ -199,7 +199,9 @@ def test_sweep_values_equal_as_text_give_a_duplicate_id() -> None:
 
 
 def test_placeholders_render_into_paths(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         workdir: runs
         tasks:
@@ -208,7 +210,8 @@ def test_placeholders_render_into_paths(tmp_path: Path) -> None:
             workdir: "s{seed}"
             outputs: ["out-{seed}.txt", "/abs/{seed}.log"]
             command: x
-        """)
+        """,
+    )
     first = graph.instances[0]
     assert first.workdir == str(tmp_path / "runs" / "s1")
     assert first.outputs == (str(tmp_path / "runs" / "s1" / "out-1.txt"), "/abs/1.log")
@@ -217,7 +220,9 @@ def test_placeholders_render_into_paths(tmp_path: Path) -> None:
 def test_braces_in_the_folder_of_the_file_are_not_placeholders(tmp_path: Path) -> None:
     folder = tmp_path / "{proj}" / "${X}"
     folder.mkdir(parents=True)
-    graph = graph_in(folder, """
+    graph = graph_in(
+        folder,
+        """
         name: w
         defaults: {workdir: "d-{seed}"}
         tasks:
@@ -225,7 +230,8 @@ def test_braces_in_the_folder_of_the_file_are_not_placeholders(tmp_path: Path) -
             foreach: {seed: [7]}
             outputs: [out.txt]
             command: x
-        """)
+        """,
+    )
     (inst,) = graph.instances
     assert inst.workdir == str(folder / "d-7")
     assert inst.outputs == (str(folder / "d-7" / "out.txt"),)
@@ -297,7 +303,10 @@ def test_needs_between_sweeps_pairs_instances_on_shared_parameters() -> None:
         "simulate[seed=2,size=big]",
         "simulate[seed=2,size=small]",
     ]
-    assert deps_of(graph, "plot[seed=3,size=big]") == ["analyse[seed=3]", "simulate[seed=3,size=big]"]
+    assert deps_of(graph, "plot[seed=3,size=big]") == [
+        "analyse[seed=3]",
+        "simulate[seed=3,size=big]",
+    ]
     assert_topological(graph)
 
 
@@ -329,14 +338,18 @@ def test_needs_pairing_without_a_partner_is_an_error() -> None:
             command: y
         """)
     assert (p.line, p.column) == (8, 13)
-    assert p.message == "'analyse[seed=3]' needs 'simulate', but no instance of 'simulate' has seed=3"
+    assert (
+        p.message == "'analyse[seed=3]' needs 'simulate', but no instance of 'simulate' has seed=3"
+    )
 
 
 # -- edges inferred from files ----------------------------------------------------------------
 
 
 def test_exact_input_path_depends_on_its_producer(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: consume
@@ -345,7 +358,8 @@ def test_exact_input_path_depends_on_its_producer(tmp_path: Path) -> None:
           - name: produce
             outputs: [data/x.txt]
             command: x
-        """)
+        """,
+    )
     assert deps_of(graph, "consume") == ["produce"]
     consume = graph.instances[0]
     assert consume.inputs == (str(tmp_path / "data" / "x.txt"),)
@@ -355,7 +369,9 @@ def test_exact_input_path_depends_on_its_producer(tmp_path: Path) -> None:
 
 
 def test_paths_are_normalised_before_matching(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: produce
@@ -365,12 +381,15 @@ def test_paths_are_normalised_before_matching(tmp_path: Path) -> None:
           - name: consume
             inputs: [sub/../sub/x.txt]
             command: y
-        """)
+        """,
+    )
     assert deps_of(graph, "consume") == ["produce"]
 
 
 def test_sweep_outputs_feed_paired_inputs(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: simulate
@@ -381,7 +400,8 @@ def test_sweep_outputs_feed_paired_inputs(tmp_path: Path) -> None:
             foreach: {seed: [2, 1]}
             inputs: ["res/sim-{seed}.txt"]
             command: y
-        """)
+        """,
+    )
     assert deps_of(graph, "analyse[seed=2]") == ["simulate[seed=2]"]
     assert deps_of(graph, "analyse[seed=1]") == ["simulate[seed=1]"]
 
@@ -390,7 +410,9 @@ def test_glob_input_depends_on_every_matching_output(tmp_path: Path) -> None:
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "r-extra.txt").write_text("on disk")
     (tmp_path / "res" / "other.dat").write_text("not matched")
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: simulate
@@ -404,19 +426,21 @@ def test_glob_input_depends_on_every_matching_output(tmp_path: Path) -> None:
           - name: unrelated
             outputs: [res/r-x.csv]
             command: z
-        """)
+        """,
+    )
     assert deps_of(graph, "collect") == ids(graph, "simulate")
     collect = graph.instances[3]
     # Outputs of tasks and files already on disk, sorted; never the .log or .csv.
     assert collect.inputs == tuple(
-        str(tmp_path / "res" / name)
-        for name in ("r-0.txt", "r-1.txt", "r-2.txt", "r-extra.txt")
+        str(tmp_path / "res" / name) for name in ("r-0.txt", "r-1.txt", "r-2.txt", "r-extra.txt")
     )
     assert_topological(graph)
 
 
 def test_glob_in_a_directory_part(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: simulate
@@ -427,37 +451,46 @@ def test_glob_in_a_directory_part(tmp_path: Path) -> None:
           - name: gather
             inputs: ["cases/*/result.txt", "cases/[ab]/result.txt"]
             command: y
-        """)
+        """,
+    )
     assert deps_of(graph, "gather") == ["simulate[case=a]", "simulate[case=b]"]
     gather = graph.instances[2]
     assert len(gather.inputs) == 4
 
 
 def test_glob_matching_nothing_is_not_an_error(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: t
             inputs: ["nothing/*.txt"]
             command: y
-        """)
+        """,
+    )
     assert graph.instances[0].inputs == ()
 
 
 def test_a_task_reading_its_own_output_glob_does_not_depend_on_itself(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: t
             inputs: ["*.txt"]
             outputs: [t.txt]
             command: y
-        """)
+        """,
+    )
     assert graph.instances[0].deps == []
 
 
 def test_inferred_and_explicit_edges_are_merged_without_duplicates(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: a
@@ -467,7 +500,8 @@ def test_inferred_and_explicit_edges_are_merged_without_duplicates(tmp_path: Pat
             needs: [a, a]
             inputs: [a.txt, "*.txt"]
             command: y
-        """)
+        """,
+    )
     assert graph.instances[1].deps == [0]
 
 
@@ -523,7 +557,10 @@ def test_missing_input_is_an_error_unless_files_are_not_checked(tmp_path: Path) 
         f"input {tmp_path / 'absent.txt'} of 'b' is not produced by any task and does not exist"
     )
     graph = graph_in(tmp_path, text, check_files=False)
-    assert graph.instances[1].inputs == (str(tmp_path / "present.txt"), str(tmp_path / "absent.txt"))
+    assert graph.instances[1].inputs == (
+        str(tmp_path / "present.txt"),
+        str(tmp_path / "absent.txt"),
+    )
     assert graph.instances[1].deps == []
     (tmp_path / "absent.txt").write_text("now here")
     graph_in(tmp_path, text, check_files=True)
@@ -531,18 +568,22 @@ def test_missing_input_is_an_error_unless_files_are_not_checked(tmp_path: Path) 
 
 def test_missing_inputs_of_every_instance_are_reported(tmp_path: Path) -> None:
     path = tmp_path / "workflow.yaml"
-    path.write_text(wf("""
+    path.write_text(
+        wf("""
         name: w
         tasks:
           - name: t
             foreach: {i: [1, 2, 3]}
             inputs: ["in-{i}.txt"]
             command: y
-        """))
+        """)
+    )
     with pytest.raises(SpecError) as info:
         build_graph(load_workflow(path))
     assert [p.message.split(" of ")[1].split(" is ")[0] for p in info.value.problems] == [
-        "'t[i=1]'", "'t[i=2]'", "'t[i=3]'",
+        "'t[i=1]'",
+        "'t[i=2]'",
+        "'t[i=3]'",
     ]
 
 
@@ -780,7 +821,9 @@ def test_render_dot() -> None:
 
 
 def test_rendering_follows_the_execution_order(tmp_path: Path) -> None:
-    graph = graph_in(tmp_path, """
+    graph = graph_in(
+        tmp_path,
+        """
         name: w
         tasks:
           - name: last
@@ -792,6 +835,7 @@ def test_rendering_follows_the_execution_order(tmp_path: Path) -> None:
             command: x
           - name: first
             command: x
-        """)
+        """,
+    )
     assert [line.split()[0] for line in render_text(graph).splitlines()] == ["first", "mid", "last"]
     assert os.path.basename(graph.instances[0].inputs[0]) == "mid.txt"

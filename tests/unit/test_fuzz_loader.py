@@ -30,7 +30,11 @@ SCALE = max(1, int(os.environ.get("HPCFLOW_FUZZ_SCALE", "1")))
 FUZZ = settings(
     max_examples=100 * SCALE,
     deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 
 
@@ -80,15 +84,73 @@ def test_random_text(text: str, workflow_path: Path) -> None:
 # -- (b) random YAML documents ----------------------------------------------------------------
 
 KEYS = [
-    "name", "description", "workdir", "defaults", "tasks", "command", "argv", "python",
-    "foreach", "params", "inputs", "outputs", "needs", "resources", "retries", "timeout", "env",
-    "cpus", "memory", "gpus", "walltime", "ranks", "nodes", "attempts", "backoff", "factor",
-    "max_backoff", "product", "zip", "range", "seed", "x", "inputs", "outputs", "<<",
+    "name",
+    "description",
+    "workdir",
+    "defaults",
+    "tasks",
+    "command",
+    "argv",
+    "python",
+    "foreach",
+    "params",
+    "inputs",
+    "outputs",
+    "needs",
+    "resources",
+    "retries",
+    "timeout",
+    "env",
+    "cpus",
+    "memory",
+    "gpus",
+    "walltime",
+    "ranks",
+    "nodes",
+    "attempts",
+    "backoff",
+    "factor",
+    "max_backoff",
+    "product",
+    "zip",
+    "range",
+    "seed",
+    "x",
+    "inputs",
+    "outputs",
+    "<<",
 ]
 WORDS = [
-    "a", "b", "sim", "reduce", "{seed}", "{x}", "{{x}}", "${HOME}", "{inputs}", "{outputs}",
-    "out-{seed}.txt", "*.txt", "res/*/x", "[ab].txt", "../up", "/abs/path", "", " ", "1h30m",
-    "2:00:00", "4GB", "512", "-1", "mod:func", "a.b:c", "x\x00y", "é", "\u2192", "{", "}",
+    "a",
+    "b",
+    "sim",
+    "reduce",
+    "{seed}",
+    "{x}",
+    "{{x}}",
+    "${HOME}",
+    "{inputs}",
+    "{outputs}",
+    "out-{seed}.txt",
+    "*.txt",
+    "res/*/x",
+    "[ab].txt",
+    "../up",
+    "/abs/path",
+    "",
+    " ",
+    "1h30m",
+    "2:00:00",
+    "4GB",
+    "512",
+    "-1",
+    "mod:func",
+    "a.b:c",
+    "x\x00y",
+    "é",
+    "\u2192",
+    "{",
+    "}",
 ]
 
 scalars = st.one_of(
@@ -121,11 +183,15 @@ def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
     the DAG builder: undefined placeholders, duplicate outputs, cycles...); noisy ones also put
     wrong keys, types and values anywhere."""
 
-    def mostly(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any] = anything) -> st.SearchStrategy[Any]:
+    def mostly(
+        good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any] = anything
+    ) -> st.SearchStrategy[Any]:
         return st.one_of(good, bad) if noisy else good
 
     durations = mostly(
-        st.one_of(st.sampled_from(["90s", "10m", "1h30m", "2:00:00", "1-0", "2hr"]), st.integers(0, 10**6)),
+        st.one_of(
+            st.sampled_from(["90s", "10m", "1h30m", "2:00:00", "1-0", "2hr"]), st.integers(0, 10**6)
+        ),
         st.one_of(st.sampled_from(["soon", "-1", "9" * 400, ".inf"]), scalars),
     )
     resources = st.fixed_dictionaries(
@@ -144,52 +210,86 @@ def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
         st.one_of(
             st.integers(0, 3),
             st.fixed_dictionaries(
-                {}, optional={"attempts": st.integers(0, 3), "backoff": durations, "factor": st.floats(1, 4)}
+                {},
+                optional={
+                    "attempts": st.integers(0, 3),
+                    "backoff": durations,
+                    "factor": st.floats(1, 4),
+                },
             ),
         ),
         st.one_of(st.integers(-2, -1), st.just({"bakoff": 1}), anything),
     )
     env = st.dictionaries(
         mostly(st.sampled_from(["A", "ON", "MODE"]), keys),
-        mostly(st.sampled_from(["1", "${HOME}", "{{x}}", "fast"]), st.sampled_from(["{seed}", "{x}", 1])),
+        mostly(
+            st.sampled_from(["1", "${HOME}", "{{x}}", "fast"]),
+            st.sampled_from(["{seed}", "{x}", 1]),
+        ),
         max_size=2,
     )
     workdirs = mostly(
-        st.sampled_from(["w", "/abs", "..", "a/./b", "{{lit}}", "${X}"]), st.sampled_from(["{seed}", "{x}", 1])
+        st.sampled_from(["w", "/abs", "..", "a/./b", "{{lit}}", "${X}"]),
+        st.sampled_from(["{seed}", "{x}", 1]),
     )
 
     def axes(names: list[str]) -> st.SearchStrategy[dict[str, Any]]:
         """Equal-length value lists (so that they can also be zipped)."""
         size = st.integers(1, 3)
         ints = st.lists(st.integers(-2, 4), min_size=3, max_size=3, unique=True)
-        texts = st.lists(st.sampled_from(["a", "b", "c", "x y", "1"]), min_size=3, max_size=3, unique=True)
-        good = st.tuples(size, st.lists(st.one_of(ints, texts), min_size=len(names), max_size=len(names))).map(
-            lambda t: {n: v[: t[0]] for n, v in zip(names, t[1], strict=True)}
+        texts = st.lists(
+            st.sampled_from(["a", "b", "c", "x y", "1"]), min_size=3, max_size=3, unique=True
         )
+        good = st.tuples(
+            size, st.lists(st.one_of(ints, texts), min_size=len(names), max_size=len(names))
+        ).map(lambda t: {n: v[: t[0]] for n, v in zip(names, t[1], strict=True)})
         good_range = st.tuples(st.integers(-2, 2), st.integers(1, 3), st.sampled_from([1, 2])).map(
             lambda t: {n: {"range": [t[0], t[0] + t[1] * t[2], t[2]]} for n in names}
         )
         bad = st.fixed_dictionaries(
             {
                 n: st.one_of(
-                    st.just([]), st.just({"range": [0, 10**30]}), st.just({"range": [0, 5, 0]}),
-                    st.just({"range": [3, 1]}), st.just([1, "1", True]), st.just([[1]]), anything,
+                    st.just([]),
+                    st.just({"range": [0, 10**30]}),
+                    st.just({"range": [0, 5, 0]}),
+                    st.just({"range": [3, 1]}),
+                    st.just([1, "1", True]),
+                    st.just([[1]]),
+                    anything,
                 )
                 for n in names
             }
         )
-        return mostly(good_range if len(names) == 1 else good, bad) if noisy else st.one_of(good, good_range)
+        return (
+            mostly(good_range if len(names) == 1 else good, bad)
+            if noisy
+            else st.one_of(good, good_range)
+        )
 
     @st.composite
     def task(draw: st.DrawFn, name: str, names: list[str]) -> Any:
         doc: dict[str, Any] = {"name": name}
-        kinds = draw(mostly(st.sampled_from([["command"], ["argv"], ["python"]]), st.sampled_from([[], ["command", "argv"]])))
+        kinds = draw(
+            mostly(
+                st.sampled_from([["command"], ["argv"], ["python"]]),
+                st.sampled_from([[], ["command", "argv"]]),
+            )
+        )
         for kind in kinds:
-            doc[kind] = draw({
-                "command": mostly(st.sampled_from(COMMANDS), scalars),
-                "argv": mostly(st.lists(st.sampled_from(["prog", "{inputs}", "-v"]), min_size=1, max_size=3)),
-                "python": mostly(st.sampled_from(["mod:func", "a.b:c.d"]), st.sampled_from(["bad", ":x", "a:b:c"])),
-            }[kind])
+            doc[kind] = draw(
+                {
+                    "command": mostly(st.sampled_from(COMMANDS), scalars),
+                    "argv": mostly(
+                        st.lists(
+                            st.sampled_from(["prog", "{inputs}", "-v"]), min_size=1, max_size=3
+                        )
+                    ),
+                    "python": mostly(
+                        st.sampled_from(["mod:func", "a.b:c.d"]),
+                        st.sampled_from(["bad", ":x", "a:b:c"]),
+                    ),
+                }[kind]
+            )
         swept = draw(st.lists(st.sampled_from(PARAMS), unique=True, max_size=3))
         constant = draw(st.lists(st.sampled_from([*PARAMS, "n"]), unique=True, max_size=2))
         if noisy and draw(st.booleans()):
@@ -199,12 +299,23 @@ def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
         if swept:
             if len(swept) > 1 and draw(st.booleans()):
                 split = draw(st.integers(0, len(swept)))
-                doc["foreach"] = {"product": draw(axes(swept[:split])), "zip": draw(axes(swept[split:]))}
+                doc["foreach"] = {
+                    "product": draw(axes(swept[:split])),
+                    "zip": draw(axes(swept[split:])),
+                }
             else:
                 doc["foreach"] = draw(axes(swept))
         if constant:
             doc["params"] = {
-                c: draw(mostly(st.one_of(st.integers(0, 3), st.sampled_from(["a", "1"]), st.lists(st.integers(0, 2), max_size=2))))
+                c: draw(
+                    mostly(
+                        st.one_of(
+                            st.integers(0, 3),
+                            st.sampled_from(["a", "1"]),
+                            st.lists(st.integers(0, 2), max_size=2),
+                        )
+                    )
+                )
                 for c in constant
             }
         known = swept + constant
@@ -215,21 +326,44 @@ def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
         if draw(st.booleans()):
             outputs.append(mine + ".log")
         if noisy and draw(st.booleans()):
-            outputs.append(draw(st.sampled_from(["shared.txt", f"{others[0]}/out.txt", "{nope}", "", "/abs"])))
+            outputs.append(
+                draw(st.sampled_from(["shared.txt", f"{others[0]}/out.txt", "{nope}", "", "/abs"]))
+            )
         if draw(st.integers(0, 3)):
             doc["outputs"] = outputs
         inputs = []
         for other in draw(st.lists(st.sampled_from(others), max_size=2)):
-            holes = "".join(f"-{{{k}}}" for k in draw(st.lists(st.sampled_from(known), unique=True)) if known) if known else ""
-            inputs.append(draw(st.sampled_from([
-                f"{other}/out{holes}.txt", f"{other}/*.txt", f"{other}/out*", f"*/out{holes}.*", f"{other}/[o]ut?*.txt",
-                f"{other}/missing.txt", f"{other}/../{other}/out.txt",
-            ])))
+            holes = (
+                "".join(
+                    f"-{{{k}}}"
+                    for k in draw(st.lists(st.sampled_from(known), unique=True))
+                    if known
+                )
+                if known
+                else ""
+            )
+            inputs.append(
+                draw(
+                    st.sampled_from(
+                        [
+                            f"{other}/out{holes}.txt",
+                            f"{other}/*.txt",
+                            f"{other}/out*",
+                            f"*/out{holes}.*",
+                            f"{other}/[o]ut?*.txt",
+                            f"{other}/missing.txt",
+                            f"{other}/../{other}/out.txt",
+                        ]
+                    )
+                )
+            )
         if inputs:
             doc["inputs"] = draw(mostly(st.just(inputs)))
         if draw(st.booleans()):
             needs = draw(st.lists(st.sampled_from(others), unique=True, max_size=2))
-            doc["needs"] = draw(mostly(st.just(needs), st.sampled_from([["zzz"], [name], needs * 2])))
+            doc["needs"] = draw(
+                mostly(st.just(needs), st.sampled_from([["zzz"], [name], needs * 2]))
+            )
         optional = {
             "resources": mostly(resources),
             "retries": retries,
@@ -255,7 +389,13 @@ def workflow_documents(noisy: bool) -> st.SearchStrategy[Any]:
             "defaults": mostly(
                 st.fixed_dictionaries(
                     {},
-                    optional={"resources": resources, "retries": retries, "timeout": durations, "env": env, "workdir": workdirs},
+                    optional={
+                        "resources": resources,
+                        "retries": retries,
+                        "timeout": durations,
+                        "env": env,
+                        "workdir": workdirs,
+                    },
                 )
             ),
             "workdir": workdirs,
@@ -285,7 +425,9 @@ def test_random_yaml_data(data: Any, flow: bool | None, workflow_path: Path) -> 
 
 @settings(FUZZ, max_examples=150 * SCALE)
 @given(data=workflows, flow=st.sampled_from([None, False]))
-def test_random_workflow_shaped_documents(data: Any, flow: bool | None, workflow_path: Path) -> None:
+def test_random_workflow_shaped_documents(
+    data: Any, flow: bool | None, workflow_path: Path
+) -> None:
     check(dump(data, flow), workflow_path)
 
 
@@ -331,10 +473,42 @@ tasks:
 """
 
 INSERTS = [
-    "{", "}", "[", "]", ":", "-", " ", "  ", "\n", "\t", "#", "'", '"', "&a", "*a", "!!int ",
-    "{x}", "{seed}", "{{", "$", ",", "?", "|", ">", "- ", "name: a", "needs: [reduce]",
-    "foreach: {}", "- name: simulate\n    command: x", "outputs: [summary.txt]",
-    "inputs: [summary.txt]", "range: [0, 0]", "0", "-1", "999999999999999999999", ".inf",
+    "{",
+    "}",
+    "[",
+    "]",
+    ":",
+    "-",
+    " ",
+    "  ",
+    "\n",
+    "\t",
+    "#",
+    "'",
+    '"',
+    "&a",
+    "*a",
+    "!!int ",
+    "{x}",
+    "{seed}",
+    "{{",
+    "$",
+    ",",
+    "?",
+    "|",
+    ">",
+    "- ",
+    "name: a",
+    "needs: [reduce]",
+    "foreach: {}",
+    "- name: simulate\n    command: x",
+    "outputs: [summary.txt]",
+    "inputs: [summary.txt]",
+    "range: [0, 0]",
+    "0",
+    "-1",
+    "999999999999999999999",
+    ".inf",
     "<<: *a",
 ]
 
@@ -344,11 +518,19 @@ def edited_workflow(draw: st.DrawFn) -> str:
     text = VALID
     for _ in range(draw(st.integers(1, 4))):
         lines = text.split("\n")
-        op = draw(st.sampled_from(["delete", "replace", "insert", "del_line", "dup_line", "swap", "new_line"]))
+        op = draw(
+            st.sampled_from(
+                ["delete", "replace", "insert", "del_line", "dup_line", "swap", "new_line"]
+            )
+        )
         if op in ("delete", "replace", "insert"):
             i = draw(st.integers(0, len(text)))
             j = min(len(text), i + draw(st.integers(0, 6)))
-            piece = "" if op == "delete" else draw(st.one_of(st.sampled_from(INSERTS), st.text(max_size=4)))
+            piece = (
+                ""
+                if op == "delete"
+                else draw(st.one_of(st.sampled_from(INSERTS), st.text(max_size=4)))
+            )
             text = text[:i] + piece + (text[j:] if op != "insert" else text[i:])
         elif op == "del_line" and lines:
             del lines[draw(st.integers(0, len(lines) - 1))]

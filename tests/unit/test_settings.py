@@ -33,7 +33,7 @@ from hpcflow.spec.yamlpos import load_yaml
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
 GiB = 1024**3
-SHIPPED = {"local", "slurm", "slurm-gpu", "slurm-test", "pbs"}
+SHIPPED = {"local", "slurm", "slurm-gpu", "slurm-test", "slurm-test-gpu", "pbs"}
 
 
 def write(folder: Path, name: str, text: str) -> Path:

@@ -118,7 +118,9 @@ def test_load_workflow_missing_file_and_directory(tmp_path: Path) -> None:
 
 def test_load_workflow_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("name: w\ntasks:\n  - name: a\n    command: x\n    bogus: 1\n", encoding="utf-8")
+    path.write_text(
+        "name: w\ntasks:\n  - name: a\n    command: x\n    bogus: 1\n", encoding="utf-8"
+    )
     with pytest.raises(SpecError) as info:
         load_workflow(path)
     (p,) = info.value.problems
@@ -309,7 +311,9 @@ def test_alias_bomb_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     assert p.message.startswith("document too large (over 1,000 values")
 
 
-@pytest.mark.parametrize(("char", "position"), [("\x01", (3, 7)), ("\x7f", (1, 1)), ("\ud800", (2, 8))])
+@pytest.mark.parametrize(
+    ("char", "position"), [("\x01", (3, 7)), ("\x7f", (1, 1)), ("\ud800", (2, 8))]
+)
 def test_control_characters_are_positioned(char: str, position: tuple[int, int]) -> None:
     text = {
         (3, 7): f"name: w\ntasks:\n  - na{char}me: a\n",
@@ -334,7 +338,9 @@ def test_control_characters_are_positioned(char: str, position: tuple[int, int])
         ("---\nnull\n", (2, 1)),
     ],
 )
-def test_a_document_that_is_not_a_mapping(text: str, position: tuple[int | None, int | None]) -> None:
+def test_a_document_that_is_not_a_mapping(
+    text: str, position: tuple[int | None, int | None]
+) -> None:
     with pytest.raises(SpecError) as info:
         parse_workflow(text, FILE)
     (p,) = info.value.problems
@@ -525,7 +531,10 @@ def test_task_with_two_actions() -> None:
         """)
     assert at(p) == (3, 5)
     assert p.where == "tasks[0]"
-    assert p.message == "a task needs exactly one of 'command', 'argv' or 'python' (it has command, argv)"
+    assert (
+        p.message
+        == "a task needs exactly one of 'command', 'argv' or 'python' (it has command, argv)"
+    )
 
 
 def test_task_with_no_action() -> None:
@@ -754,7 +763,9 @@ def test_parameter_both_swept_and_constant() -> None:
     assert p.message == "parameter 'seed' is both swept and constant"
 
 
-@pytest.mark.parametrize("callable_", ["pkg.mod", "pkg.mod:", ":func", "pkg mod:f", "1pkg:f", "a:b:c"])
+@pytest.mark.parametrize(
+    "callable_", ["pkg.mod", "pkg.mod:", ":func", "pkg mod:f", "1pkg:f", "a:b:c"]
+)
 def test_bad_python_callable(callable_: str) -> None:
     p = one_problem(f"""
         name: w
@@ -878,27 +889,122 @@ def test_foreach_forms_are_parsed() -> None:
 
 
 FOREACH_ERRORS = [
-    ("foreach: {seed: []}", (4, 21), "tasks[0].foreach.seed", "a swept parameter needs at least one value"),
+    (
+        "foreach: {seed: []}",
+        (4, 21),
+        "tasks[0].foreach.seed",
+        "a swept parameter needs at least one value",
+    ),
     ("foreach: {}", (4, 14), "tasks[0].foreach", "foreach must map parameter names to lists"),
-    ("foreach: {seed: 3}", (4, 21), "tasks[0].foreach.seed", "expected a list of values or {range: [start, stop]}"),
-    ("foreach: {seed: {range: []}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: [1, 2, 3, 4]}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: [a, 5]}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: [0, true]}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: [0, 1.5]}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: 5}}", (4, 29), "tasks[0].foreach.seed.range", "range takes 1 to 3 integers"),
-    ("foreach: {seed: {range: [0, 10, 0]}}", (4, 29), "tasks[0].foreach.seed.range", "range step cannot be 0"),
-    ("foreach: {seed: {range: [5, 1]}}", (4, 21), "tasks[0].foreach.seed", "a swept parameter needs at least one value"),
-    ("foreach: {seed: [[1, 2]]}", (4, 22), "tasks[0].foreach.seed[0]", "sweep values must be text, numbers or true/false"),
-    ("foreach: {seed: [null]}", (4, 22), "tasks[0].foreach.seed[0]", "sweep values must be text, numbers or true/false"),
-    ("foreach: {1x: [1]}", (4, 15), "tasks[0].foreach.1x", "parameter name '1x' must be an identifier"),
-    ("foreach: {zip: {x: [1, 2], y: [a]}}", (4, 20), "tasks[0].foreach.zip", "zip needs lists of equal length, got x: 2, y: 1"),
-    ("foreach: {zip: [1, 2]}", (4, 20), "tasks[0].foreach.zip", "expected a mapping of parameter names to lists"),
-    ("foreach: {product: {x: [1]}, seed: [1]}", (4, 34), "tasks[0].foreach.seed", "unexpected key 'seed' beside product/zip"),
-    ("foreach: {product: {x: [1]}, zip: {x: [1, 2]}}", (4, 14), "tasks[0].foreach", "parameter 'x' is swept twice"),
+    (
+        "foreach: {seed: 3}",
+        (4, 21),
+        "tasks[0].foreach.seed",
+        "expected a list of values or {range: [start, stop]}",
+    ),
+    (
+        "foreach: {seed: {range: []}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: [1, 2, 3, 4]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: [a, 5]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: [0, true]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: [0, 1.5]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: 5}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range takes 1 to 3 integers",
+    ),
+    (
+        "foreach: {seed: {range: [0, 10, 0]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range step cannot be 0",
+    ),
+    (
+        "foreach: {seed: {range: [5, 1]}}",
+        (4, 21),
+        "tasks[0].foreach.seed",
+        "a swept parameter needs at least one value",
+    ),
+    (
+        "foreach: {seed: [[1, 2]]}",
+        (4, 22),
+        "tasks[0].foreach.seed[0]",
+        "sweep values must be text, numbers or true/false",
+    ),
+    (
+        "foreach: {seed: [null]}",
+        (4, 22),
+        "tasks[0].foreach.seed[0]",
+        "sweep values must be text, numbers or true/false",
+    ),
+    (
+        "foreach: {1x: [1]}",
+        (4, 15),
+        "tasks[0].foreach.1x",
+        "parameter name '1x' must be an identifier",
+    ),
+    (
+        "foreach: {zip: {x: [1, 2], y: [a]}}",
+        (4, 20),
+        "tasks[0].foreach.zip",
+        "zip needs lists of equal length, got x: 2, y: 1",
+    ),
+    (
+        "foreach: {zip: [1, 2]}",
+        (4, 20),
+        "tasks[0].foreach.zip",
+        "expected a mapping of parameter names to lists",
+    ),
+    (
+        "foreach: {product: {x: [1]}, seed: [1]}",
+        (4, 34),
+        "tasks[0].foreach.seed",
+        "unexpected key 'seed' beside product/zip",
+    ),
+    (
+        "foreach: {product: {x: [1]}, zip: {x: [1, 2]}}",
+        (4, 14),
+        "tasks[0].foreach",
+        "parameter 'x' is swept twice",
+    ),
     ("foreach: {product: {}, zip: {}}", (4, 14), "tasks[0].foreach", "foreach names no parameters"),
-    ("foreach: {seed: {range: [0, 1000000000000000000000000000000]}}", (4, 29), "tasks[0].foreach.seed.range", "range has more than"),
-    ("foreach: {a: {range: [2000]}, b: {range: [1000]}}", (4, 14), "tasks[0].foreach", "this sweep has 2,000,000 combinations"),
+    (
+        "foreach: {seed: {range: [0, 1000000000000000000000000000000]}}",
+        (4, 29),
+        "tasks[0].foreach.seed.range",
+        "range has more than",
+    ),
+    (
+        "foreach: {a: {range: [2000]}, b: {range: [1000]}}",
+        (4, 14),
+        "tasks[0].foreach",
+        "this sweep has 2,000,000 combinations",
+    ),
     ("foreach: [1, 2]", (4, 14), "tasks[0].foreach", "Input should be a valid dictionary"),
 ]
 
@@ -968,8 +1074,25 @@ def test_parse_duration(value: object, seconds: float) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [-1, -0.5, True, None, [], "", "soon", "5 parsecs", "1h30", "m", "1:2:3:4", "-5s", "1e3",
-     float("inf"), float("nan"), 10**400, "9" * 400 + "s"],
+    [
+        -1,
+        -0.5,
+        True,
+        None,
+        [],
+        "",
+        "soon",
+        "5 parsecs",
+        "1h30",
+        "m",
+        "1:2:3:4",
+        "-5s",
+        "1e3",
+        float("inf"),
+        float("nan"),
+        10**400,
+        "9" * 400 + "s",
+    ],
 )
 def test_parse_duration_rejects(value: object) -> None:
     with pytest.raises(ValueError) as info:
@@ -1004,8 +1127,23 @@ def test_parse_memory(value: object, num_bytes: int) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [-1, True, None, [], "", "lots", "4XB", "GB", "4 G B", "4i", "-4GB",
-     float("inf"), float("nan"), 10**400, "9" * 400 + "G"],
+    [
+        -1,
+        True,
+        None,
+        [],
+        "",
+        "lots",
+        "4XB",
+        "GB",
+        "4 G B",
+        "4i",
+        "-4GB",
+        float("inf"),
+        float("nan"),
+        10**400,
+        "9" * 400 + "G",
+    ],
 )
 def test_parse_memory_rejects(value: object) -> None:
     with pytest.raises(ValueError) as info:
@@ -1142,7 +1280,9 @@ def test_defaults_are_merged_per_field() -> None:
     inherit, override = graph.templates
     assert inherit.resources == loaded.workflow.defaults.resources
     assert (inherit.resources.cpus, inherit.resources.memory, inherit.resources.walltime) == (
-        4, 8 * GiB, 3600.0,
+        4,
+        8 * GiB,
+        3600.0,
     )
     assert inherit.retries.attempts == 2
     assert inherit.timeout == 7200.0

@@ -1,0 +1,1 @@
+"""Inside an allocation you already have: start the ranks now, submit nothing."""

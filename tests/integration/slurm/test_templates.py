@@ -1,0 +1,58 @@
+"""The ready-to-copy sbatch templates in slurm/templates run hpcflow inside their allocation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, write_workflow
+
+pytestmark = pytest.mark.slurm
+
+
+def _submit(slurm_cluster, env, template: str, wf: Path) -> str:
+    job_env = {**env, **slurm_cluster.extra_env, "WORKFLOW": str(wf),
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    result = slurm_cluster.run(["sbatch", "--parsable", f"--chdir={wf.parent}",
+                                str(REPO / "slurm" / "templates" / template)], env=job_env)
+    return result.stdout.strip().split(";")[0]
+
+
+def test_one_node_template(tmp_path, env, slurm_cluster):
+    wf = write_workflow(tmp_path, """
+name: in-allocation
+tasks:
+  - name: a
+    foreach: {i: {range: [0, 6]}}
+    command: echo "$SLURM_JOB_ID" > {outputs}
+    outputs: ["out/{i}.txt"]
+""")
+    job = _submit(slurm_cluster, env, "one-node.sbatch", wf)
+    state = slurm_cluster.wait_for_job(job, timeout=90)
+    log = (tmp_path / f"hpcflow-{job}.out").read_text()
+    assert state == "COMPLETED", log
+    assert {p.read_text().strip() for p in (tmp_path / "out").iterdir()} == {job}
+    assert "succeeded: 6 ran" in log
+    # Nothing else was submitted: the run's allocation is the job itself.
+    assert "submitted allocation" not in log or f"{job}." in log
+
+
+def test_multi_node_gpu_template(tmp_path, env, slurm_cluster):
+    wf = write_workflow(tmp_path, """
+name: gpus
+tasks:
+  - name: g
+    foreach: {i: {range: [0, 8]}}
+    resources: {gpus: 1}
+    command: sleep 0.2; echo "$CUDA_VISIBLE_DEVICES $SLURMD_NODENAME" > {outputs}
+    outputs: ["gpu/{i}.txt"]
+""")
+    job = _submit(slurm_cluster, env, "multi-node-gpu.sbatch", wf)
+    state = slurm_cluster.wait_for_job(job, timeout=90)
+    log = (tmp_path / f"hpcflow-{job}.out").read_text()
+    assert state == "COMPLETED", log
+    seen = {p.read_text().split()[0] for p in (tmp_path / "gpu").iterdir()}
+    assert len(seen) >= 2 and seen <= {"0,1", "1,0"}, seen
