@@ -669,10 +669,21 @@ def main(argv: list[str] | None = None) -> int:
                     partial=(k, total) if k < total else None,
                 )
                 with open(args.out, "w") as fh:
-                    fh.write(md)
+                    fh.write(md + _kept_sections(args.out))
     print(console)
     print(f"\nwrote {_rel(args.out)}; raw results appended to {_rel(args.jsonl)}")
     return 0
+
+
+def _kept_sections(path: str) -> str:
+    """Sections other benchmarks own (e.g. bench/pilot.py), kept across rewrites."""
+    try:
+        with open(path) as fh:
+            old = fh.read()
+    except OSError:
+        return ""
+    start = old.find("<!-- section:")
+    return "\n" + old[start:] if start >= 0 else ""
 
 
 if __name__ == "__main__":

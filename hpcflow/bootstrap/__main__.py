@@ -148,7 +148,8 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         if walltime:
             # The allocation started about when the bootstrap did.
             deadline = _started + float(walltime)
-        summary = drive(prepared, db, run_id, client, slots, deadline=deadline)
+        summary = drive(prepared, db, run_id, client, slots, deadline=deadline,
+                        drain_margin=min(30.0, 0.1 * float(walltime or 0)))
         prepared.memo.close()
         log.info("run %s finished: %s", run_id, summary.totals)
         return 0

@@ -81,6 +81,7 @@ class Driver:
         self.deadline = deadline
         self.drain_margin = drain_margin
         self._held: set[int] = set()
+        self._queued_seconds = 0.0  # estimated work submitted and not yet finished
         self.factory = factory
         self.db = db
         self.memo = memo
@@ -100,11 +101,12 @@ class Driver:
 
     # -- public -------------------------------------------------------------------------
 
-    def run(self, run: list[bool]) -> DriverResult:
+    def run(self, run: list[bool], attempts: list[int] | None = None) -> DriverResult:
+        """Run the tasks marked in ``run``; ``attempts`` continues attempt numbering."""
         graph = self.graph
         n = len(graph.instances)
         self.state = [st.PENDING if run[i] else st.CACHED for i in range(n)]
-        self.attempt = [0] * n
+        self.attempt = list(attempts) if attempts is not None else [0] * n
         self.dependents = graph.dependents()
         self.waiting = [0] * n
         for inst in graph.instances:
@@ -198,6 +200,8 @@ class Driver:
             starts.append((i, self.attempt[i]))
             calls.append(self.factory.call(self.graph.instances[i], self.attempt[i]))
         self.db.start_attempts(starts)
+        if self.deadline is not None:
+            self._queued_seconds += sum(self._estimate(i) for i in chunk)
         future = self.client.submit(
             run_chunk, calls, key=f"hpcflow-chunk-{next(self._chunk_ids)}",
             resources=key.dask_resources(), pure=False,
@@ -226,6 +230,8 @@ class Driver:
         memo: list[MemoEntry] = []
         for out in outcomes:
             i = out.index
+            if self.deadline is not None:
+                self._queued_seconds = max(0.0, self._queued_seconds - self._estimate(i))
             spec_index = self.graph.instances[i].spec_index
             self._learn(spec_index, out.ended - out.started)
             if out.state == "succeeded":
@@ -283,13 +289,18 @@ class Driver:
             stack.extend(self.dependents[child])
         return out
 
-    def _fits(self, i: int) -> bool:
-        """Whether task ``i`` can still finish before the deadline, as far as we know."""
+    def _estimate(self, i: int) -> float:
         inst = self.graph.instances[i]
         estimate = self.graph.template(inst).resources.walltime
         if estimate is None:
             estimate = self._mean_seconds.get(inst.spec_index, 0.0)
-        return time.time() + estimate + self.drain_margin <= (self.deadline or float("inf"))
+        return estimate
+
+    def _fits(self, i: int) -> bool:
+        """Whether task ``i`` can still finish before the deadline, as far as we know: it
+        starts once the work already queued ahead of it is done."""
+        start = time.time() + self._queued_seconds / self.slots
+        return start + self._estimate(i) + self.drain_margin <= (self.deadline or float("inf"))
 
     def _release_retries(self) -> None:
         now = time.monotonic()

@@ -137,7 +137,8 @@ def create_run(prepared: PreparedRun, options: RunOptions, *, backend: str = "lo
 
 
 def drive(prepared: PreparedRun, db: st.StateDB, run_id: str, client: object, slots: int,
-          observer: Observer | None = None, deadline: float | None = None) -> RunSummary:
+          observer: Observer | None = None, deadline: float | None = None,
+          drain_margin: float = 30.0) -> RunSummary:
     """Run the pending tasks of an existing run on a connected Dask ``client``."""
     started = time.time()
     paths = prepared.factory.paths
@@ -145,9 +146,10 @@ def drive(prepared: PreparedRun, db: st.StateDB, run_id: str, client: object, sl
         raise RunError("drive() needs a run directory")
     db.set_meta(status="running", driver_pid=os.getpid(), driver_host=socket.gethostname())
     driver = Driver(prepared.graph, prepared.factory, db, prepared.memo, client, slots, run_id,
-                    observer, deadline=deadline)
+                    observer, deadline=deadline, drain_margin=drain_margin)
+    attempts = [row.attempts for row in db.tasks()]
     try:
-        result = driver.run(prepared.decision.run)
+        result = driver.run(prepared.decision.run, attempts)
     except KeyboardInterrupt:
         return _finish(db, paths, run_id, RunSummary(run_id, paths, {}, cancelled=True), started)
     summary = RunSummary(run_id, paths, result.counts, result.failed, result.cancelled,

@@ -510,6 +510,12 @@ INSERTS = [
     "999999999999999999999",
     ".inf",
     "<<: *a",
+    "!!int x",
+    "!!bool maybe",
+    "!!timestamp 2020",
+    "!!float ''",
+    "!!binary ~",
+    "!custom",
 ]
 
 

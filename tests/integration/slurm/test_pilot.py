@@ -178,3 +178,73 @@ tasks:
     bad = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--partition", "nosuch", "--force")
     assert bad.returncode == 2
     assert "partition" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_pending_reason_in_status_and_cancel(tmp_path, slurm_env, hpcflow_slurm, slurm_cluster):
+    wf = write_workflow(tmp_path, """
+name: later
+tasks:
+  - name: a
+    command: echo never > a.txt
+""")
+    env_later = {**slurm_env, "HPCFLOW_EXTRA_DIRECTIVES": "--begin=now+1hour"}
+    submitted = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
+                                "--profile", "slurm-test", "--detach"], env=env_later,
+                               capture_output=True, text=True, timeout=60)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    status = json.loads(hpcflow_slurm("status", "--json").stdout)
+    (allocation,) = status["allocations"]
+    deadline = time.monotonic() + 20
+    while allocation["reason"] is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+        (allocation,) = json.loads(hpcflow_slurm("status", "--json").stdout)["allocations"]
+    assert allocation["state"] == "queued"
+    assert allocation["reason"] == "Waiting for its requested start time."
+    human = hpcflow_slurm("status").stdout
+    assert f"allocation {allocation['native_id']}" in human and "requested start time" in human
+    cancelled = hpcflow_slurm("cancel", status["run_id"])
+    assert cancelled.returncode == 0, cancelled.output
+    assert allocation["native_id"] in cancelled.stdout
+    assert _queue(slurm_cluster) == []
+
+
+def test_allocation_failure_names_job_state_and_logs(tmp_path, slurm_env):
+    wf = write_workflow(tmp_path, """
+name: broken
+tasks:
+  - name: a
+    command: echo hi > a.txt
+    outputs: [a.txt]
+""")
+    env_broken = {**slurm_env, "HPCFLOW_PYTHON": "/nonexistent/python3"}
+    result = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
+                             "--profile", "slurm-test", "-q"], env=env_broken,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    match = re.search(r"allocation (\d+) ended (\w+)", result.stderr)
+    assert match, result.stderr
+    assert match.group(2) == "FAILED"
+    assert "allocations/1.err" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_walltime_drain_then_continuation_allocation(tmp_path, slurm_env):
+    wf = write_workflow(tmp_path, """
+name: drain
+tasks:
+  - name: slow
+    foreach: {i: {range: [0, 6]}}
+    resources: {walltime: 20s}
+    command: sleep 5; echo {i} > {outputs}
+    outputs: ["out/{i}.txt"]
+""")
+    env_resubmit = {**slurm_env, "HPCFLOW_RESUBMIT": "true"}
+    result = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
+                             "--profile", "slurm-test", "--walltime", "1m", "-q"],
+                            env=env_resubmit, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(list((tmp_path / "out").iterdir())) == 6
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    scripts = sorted((run_dir / "allocations").glob("*.sh"))
+    assert len(scripts) >= 2, "no continuation allocation was submitted"
+    assert "walltime drain" in (run_dir / "driver.log").read_text()
+    assert "#SBATCH --time=0:01:00" in scripts[0].read_text()
