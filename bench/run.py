@@ -404,7 +404,8 @@ def targets(all_stats: dict[str, dict[str, dict]], w1_ns: list[int]) -> list[str
     key = f"W1 N={TARGET_N}"
     out = []
     if key not in all_stats:
-        big = max(w1_ns) if w1_ns else None
+        measured = [n for n in w1_ns if f"W1 N={n}" in all_stats]
+        big = max(measured) if measured else None
         out.append(
             f"- N = {TARGET_N} was not measured in this run: targets "
             "NOT CHECKED" + (f" (indicative check at N = {big} below)" if big else "")

@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,3 +82,15 @@ def write_workflow(directory: Path, text: str, name: str = "workflow.yaml") -> P
     path = directory / name
     path.write_text(text)
     return path
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    """Live processes whose command line contains ``marker`` (to prove nothing is left)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in part for part in (proc.info["cmdline"] or [])):
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found

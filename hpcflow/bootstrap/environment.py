@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,3 +74,15 @@ def detect(use_mpi: bool = True) -> RankInfo:
     if info is None:
         return RankInfo(0, 1, 0, socket.gethostname(), job_id())
     return info
+
+
+def allocation_layout(env: Mapping[str, str]) -> dict[str, int] | None:
+    """Nodes, ranks, CPUs per rank and GPUs per node of the current SLURM allocation."""
+    if "SLURM_JOB_ID" not in env:
+        return None
+    ntasks = int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or "1")
+    nodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or "1")
+    cpus = int(env.get("SLURM_CPUS_PER_TASK") or "1")
+    gpus_text = env.get("SLURM_GPUS_ON_NODE") or ""
+    gpus = int(gpus_text) if gpus_text.isdigit() else 0
+    return {"ntasks": ntasks, "nodes": nodes, "cpus_per_task": cpus, "gpus_per_node": gpus}

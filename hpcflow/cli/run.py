@@ -51,7 +51,7 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
     flags = {k: f"--{k}" for k in overrides}
     layout = None
     if profile is None and not dry_run:
-        from hpcflow.backends.allocation.backend import allocation_layout
+        from hpcflow.bootstrap.environment import allocation_layout
 
         # Inside an allocation (sbatch script, salloc) with ranks to spare: boot on them.
         layout = allocation_layout(os.environ)

@@ -24,7 +24,9 @@ class TaskCall:
     timeout: float | None
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
-    log_dir: str
+    stdout: str
+    stderr: str
+    result: str
     quarantine_dir: str
 
 

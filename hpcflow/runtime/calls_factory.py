@@ -26,6 +26,7 @@ class CallFactory:
     _commands: dict[int, Template] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
+    _slugs: dict[int, str] = field(default_factory=dict)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -75,12 +76,20 @@ class CallFactory:
                    self.env(inst), inst.workdir, list(inst.outputs)]
         return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
+    def slug(self, inst: TaskInstance) -> str:
+        """The task's folder name (cached: computed once per task)."""
+        slug = self._slugs.get(inst.index)
+        if slug is None:
+            slug = self._slugs[inst.index] = task_slug(inst.id)
+        return slug
+
     def call(self, inst: TaskInstance, attempt: int) -> TaskCall:
-        if self.paths is None:
-            raise RuntimeError("CallFactory needs run paths to build calls")
         template = self.graph.template(inst)
         kind, command, argv = self.action(inst)
-        slug = task_slug(inst.id)
+        if self.paths is None:
+            raise RuntimeError("CallFactory needs run paths to build calls")
+        slug = self.slug(inst)
+        stdout, stderr, result = self.paths.attempt_files(slug, attempt)
         env = self.env(inst)
         resources = template.resources
         if resources.ranks > 1:
@@ -103,8 +112,10 @@ class CallFactory:
             timeout=template.timeout,
             inputs=inst.inputs,
             outputs=inst.outputs,
-            log_dir=str(self.paths.attempt_dir(slug, attempt)),
-            quarantine_dir=str(self.paths.quarantine(slug, attempt)),
+            stdout=stdout,
+            stderr=stderr,
+            result=result,
+            quarantine_dir=self.paths.quarantine(slug, attempt),
         )
 
 

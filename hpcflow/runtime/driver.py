@@ -96,6 +96,8 @@ class Driver:
         self._chunk_ids = itertools.count()
         self._mean_seconds: dict[int, float] = {}
         self._observed: dict[int, int] = {}
+        self._observed_all = 0
+        self._mean_all = 0.0
         self._last_progress = 0.0
         self._calls_by_key: dict[str, list[TaskCall]] = {}
 
@@ -172,10 +174,15 @@ class Driver:
 
     def _chunk_size(self, key: GroupKey, ready: int, spec_index: int) -> int:
         parallel = max(1, self.slots // key.cpus)
-        if self._observed.get(spec_index, 0) < parallel:
+        if self._observed.get(spec_index, 0) >= parallel:
+            mean = self._mean_seconds[spec_index]
+        elif self._observed_all >= parallel:
+            # A task definition not seen yet (e.g. a DAG of many one-instance tasks):
+            # assume it is like the tasks seen so far.
+            mean = self._mean_all
+        else:
             return 1  # no duration known yet: start one task per slot
-        mean = max(self._mean_seconds.get(spec_index, 1.0), 1e-4)
-        by_time = int(self.target_chunk_seconds / mean)
+        by_time = int(self.target_chunk_seconds / max(mean, 1e-4))
         balanced = math.ceil(ready / (2 * parallel))
         return max(1, min(self.max_chunk, by_time, balanced))
 
@@ -309,6 +316,8 @@ class Driver:
             self._make_ready(i)
 
     def _learn(self, spec_index: int, seconds: float) -> None:
+        self._observed_all += 1
+        self._mean_all += (seconds - self._mean_all) / min(self._observed_all, 50)
         seen = self._observed.get(spec_index, 0)
         mean = self._mean_seconds.get(spec_index, seconds)
         self._mean_seconds[spec_index] = mean + (seconds - mean) / min(seen + 1, 20)

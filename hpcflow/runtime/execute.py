@@ -97,17 +97,19 @@ def run_call(call: TaskCall) -> Outcome:
     """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
     started = time.time()
     try:
-        os.makedirs(call.log_dir, exist_ok=True)
+        ensure_dir(os.path.dirname(call.stdout))
         inputs_sig, missing = file_signatures(call.inputs)
         if missing:
             return _finish(call, started, "failed", None, None,
                            "missing input files: " + ", ".join(missing[:5]))
-        os.makedirs(call.workdir, exist_ok=True)
+        ensure_dir(call.workdir)
         for path in call.outputs:
             # A stale file must never pass for this attempt's output.
-            if os.path.isfile(path) or os.path.islink(path):
+            try:
                 os.unlink(path)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                pass
+            ensure_dir(os.path.dirname(path))
         if call.kind == "python" and call.timeout is None and os.getcwd() == call.workdir:
             # In-process is fast; it needs the task's directory to be the process's one,
             # and no timeout (a thread cannot be killed). Otherwise: a child process.
@@ -134,6 +136,17 @@ def _finish(call: TaskCall, started: float, state: str, exit_code: int | None,
     quarantine_outputs(call)
     return Outcome(call.index, call.attempt, state, exit_code, started, time.time(), peak,
                    _HOST, message)
+
+
+_KNOWN_DIRS: set[str] = set()
+
+
+def ensure_dir(path: str) -> None:
+    """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders."""
+    if path in _KNOWN_DIRS:
+        return
+    os.makedirs(path, exist_ok=True)
+    _KNOWN_DIRS.add(path)
 
 
 def file_signatures(paths: tuple[str, ...]) -> tuple[dict[str, list[int]], list[str]]:
@@ -174,17 +187,24 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         argv = list(call.argv or [])
     else:
         argv = [sys.executable, "-m", "hpcflow.runtime.pycall", call.python or "",
-                json.dumps(call.kwargs or {}), os.path.join(call.log_dir, "result.json")]
+                json.dumps(call.kwargs or {}), call.result]
     env = None
     if call.env:
         env = dict(os.environ)
         env.update(call.env)
-    with open(os.path.join(call.log_dir, "stdout"), "wb") as out, \
-            open(os.path.join(call.log_dir, "stderr"), "wb") as err:
-        proc = subprocess.Popen(
-            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=call.workdir,
-            env=env, start_new_session=True, close_fds=True,
-        )
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+    out = os.open(call.stdout, flags, 0o644)
+    try:
+        err = os.open(call.stderr, flags, 0o644)
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=call.workdir,
+                env=env, start_new_session=True, close_fds=True,
+            )
+        finally:
+            os.close(err)
+    finally:
+        os.close(out)
     pgid = proc.pid  # start_new_session: the child leads its own group
     LIVE.add(pgid)
     timer = None
@@ -250,10 +270,9 @@ def _install_streams() -> None:
 
 
 @contextlib.contextmanager
-def _captured(log_dir: str) -> Iterator[None]:
+def _captured(stdout: str, stderr: str) -> Iterator[None]:
     _install_streams()
-    with open(os.path.join(log_dir, "stdout"), "w", encoding="utf-8") as out, \
-            open(os.path.join(log_dir, "stderr"), "w", encoding="utf-8") as err:
+    with open(stdout, "w", encoding="utf-8") as out, open(stderr, "w", encoding="utf-8") as err:
         _STREAMS.out, _STREAMS.err = out, err
         try:
             yield
@@ -277,7 +296,7 @@ def resolve_callable(spec: str, workdir: str) -> Any:
 def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
     import traceback
 
-    with _captured(call.log_dir):
+    with _captured(call.stdout, call.stderr):
         try:
             func = resolve_callable(call.python or "", call.workdir)
             result = func(**(call.kwargs or {}))
@@ -285,6 +304,6 @@ def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
         except Exception as exc:  # the task's own error: record it, never crash the worker
             traceback.print_exc()
             return 1, None, f"{type(exc).__name__}: {exc}"[:500]
-    with open(os.path.join(call.log_dir, "result.json"), "w", encoding="utf-8") as handle:
+    with open(call.result, "w", encoding="utf-8") as handle:
         handle.write(text)
     return 0, None, None

@@ -125,15 +125,37 @@ def create_run(prepared: PreparedRun, options: RunOptions, *, backend: str = "lo
     paths = _create_run_dir(prepared, options, run_id, started, backend, extra or {})
     db = st.StateDB(paths.state_db)
     db.add_tasks(
-        (inst.index, inst.id, graph.template(inst).spec.name, task_slug(inst.id), inst.deps,
+        (inst.index, inst.id, graph.template(inst).spec.name, prepared.factory.slug(inst), inst.deps,
          st.PENDING if run[inst.index] else st.CACHED)
         for inst in graph.instances
     )
     db.set_meta(run_id=run_id, status="created", started=started, pid=os.getpid(),
                 host=socket.gethostname(), workflow=str(prepared.workflow_file.resolve()),
                 backend=backend, total=len(graph.instances), to_run=prepared.decision.to_run)
+    write_json_atomic(paths.plan, plan_summary(prepared))
     prepared.factory.paths = paths
     return run_id, paths, db
+
+
+def plan_summary(prepared: PreparedRun) -> dict[str, object]:
+    """The resolved plan per task definition (every instance is in state.sqlite)."""
+    graph = prepared.graph
+    counts = graph.counts_by_task()
+    to_run: dict[str, int] = {}
+    for inst in graph.instances:
+        if prepared.decision.run[inst.index]:
+            name = graph.template(inst).spec.name
+            to_run[name] = to_run.get(name, 0) + 1
+    tasks = []
+    for template in graph.templates:
+        name = template.spec.name
+        tasks.append({
+            "name": name, "kind": template.spec.kind, "instances": counts.get(name, 0),
+            "to_run": to_run.get(name, 0), "resources": template.resources.model_dump(),
+            "retries": template.retries.model_dump(), "timeout": template.timeout,
+        })
+    return {"workflow": graph.loaded.workflow.name, "total": len(graph.instances),
+            "to_run": prepared.decision.to_run, "tasks": tasks}
 
 
 def drive(prepared: PreparedRun, db: st.StateDB, run_id: str, client: object, slots: int,

@@ -71,6 +71,10 @@ class RunPaths:
         return self.run_dir / "run.json"
 
     @property
+    def plan(self) -> Path:
+        return self.run_dir / "plan.json"
+
+    @property
     def state_db(self) -> Path:
         return self.run_dir / "state.sqlite"
 
@@ -106,20 +110,25 @@ class RunPaths:
     def task_dir(self, slug: str) -> Path:
         return self.tasks_dir / slug
 
-    def attempt_dir(self, slug: str, attempt: int) -> Path:
-        return self.tasks_dir / slug / str(attempt)
+    # One folder per task, one file per attempt and stream: a single mkdir per task keeps
+    # tiny tasks cheap.
+    def attempt_files(self, slug: str, attempt: int) -> tuple[str, str, str]:
+        """(stdout, stderr, result) of one attempt, as plain strings (a hot path)."""
+        stem = f"{self.run_dir}/tasks/{slug}/{attempt}"
+        return stem + ".out", stem + ".err", stem + ".result.json"
 
     def stdout(self, slug: str, attempt: int) -> Path:
-        return self.attempt_dir(slug, attempt) / "stdout"
+        return Path(self.attempt_files(slug, attempt)[0])
 
     def stderr(self, slug: str, attempt: int) -> Path:
-        return self.attempt_dir(slug, attempt) / "stderr"
+        return Path(self.attempt_files(slug, attempt)[1])
 
     def result(self, slug: str, attempt: int) -> Path:
-        return self.attempt_dir(slug, attempt) / "result.json"
+        return Path(self.attempt_files(slug, attempt)[2])
 
-    def quarantine(self, slug: str, attempt: int) -> Path:
-        return self.quarantine_dir / slug / str(attempt)
+    def quarantine(self, slug: str, attempt: int) -> str:
+        """Where outputs of a failed attempt are moved (a plain string: a hot path)."""
+        return f"{self.run_dir}/quarantine/{slug}/{attempt}"
 
 
 def hpcflow_home() -> Path:

@@ -41,8 +41,8 @@ def test_python_tasks_record_json_results(example, hpcflow):
     run_dir = data["run_dir"]
     from pathlib import Path
 
-    total = json.loads((Path(run_dir) / "tasks" / "total" / "1" / "result.json").read_text())
+    total = json.loads((Path(run_dir) / "tasks" / "total" / "1.result.json").read_text())
     assert total == 385
     square = next((Path(run_dir) / "tasks").glob("square.x=3-*"))
-    assert json.loads((square / "1" / "result.json").read_text()) == {"x": 3, "square": 9}
-    assert (square / "1" / "stdout").read_text() == "squared 3\n"
+    assert json.loads((square / "1.result.json").read_text()) == {"x": 3, "square": 9}
+    assert (square / "1.out").read_text() == "squared 3\n"

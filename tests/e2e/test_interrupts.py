@@ -11,10 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 
-from tests.conftest import write_workflow
+from tests.conftest import processes_with, write_workflow
 
 N = 40
 
@@ -96,27 +95,17 @@ tasks:
 """)
     proc = _start(wf, env, "--threads", "2")
     _wait_for(lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 2)
-    _wait_for(lambda: len(_marked(marker)) >= 2)
+    _wait_for(lambda: len(processes_with(marker)) >= 2)
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=60)
     assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
     assert time.monotonic() - started < 30
     time.sleep(0.5)
-    assert _marked(marker) == []
+    assert processes_with(marker) == []
     states = _states(_run_dirs(tmp_path)[0])
     assert states == {"cancelled": 6}
 
-
-def _marked(marker: str) -> list[psutil.Process]:
-    out = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in (p.info["cmdline"] or [])):
-                out.append(p)
-        except psutil.Error:
-            continue
-    return out
 
 
 def test_second_concurrent_run_refuses(tmp_path, env, hpcflow):

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from hpcflow.backends._commands import CommandRunner
@@ -72,15 +72,3 @@ class AllocationBackend:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-
-
-def allocation_layout(env: Mapping[str, str]) -> dict[str, int] | None:
-    """Nodes, ranks, CPUs per rank and GPUs per node of the current SLURM allocation."""
-    if "SLURM_JOB_ID" not in env:
-        return None
-    ntasks = int(env.get("SLURM_NTASKS") or env.get("SLURM_NPROCS") or "1")
-    nodes = int(env.get("SLURM_JOB_NUM_NODES") or env.get("SLURM_NNODES") or "1")
-    cpus = int(env.get("SLURM_CPUS_PER_TASK") or "1")
-    gpus_text = env.get("SLURM_GPUS_ON_NODE") or ""
-    gpus = int(gpus_text) if gpus_text.isdigit() else 0
-    return {"ntasks": ntasks, "nodes": nodes, "cpus_per_task": cpus, "gpus_per_node": gpus}

@@ -10,11 +10,10 @@ import sys
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
 
-from tests.conftest import HOSTILE_VALUES, CliResult, write_workflow
+from tests.conftest import HOSTILE_VALUES, CliResult, processes_with, write_workflow
 
 pytestmark = pytest.mark.slurm
 
@@ -53,7 +52,7 @@ def test_examples_in_one_allocation(example, hpcflow_slurm, name, nodes):
         assert (wf.parent / "results" / "summary.txt").read_text().startswith("estimates=120 ")
     # Logs have the same layout as local runs.
     run_dir = Path(status["run_dir"])
-    assert any((run_dir / "tasks").glob("*/1/stdout"))
+    assert any((run_dir / "tasks").glob("*/1.out"))
     assert (run_dir / "allocations" / "1.sh").read_text().count("#SBATCH --nodes=") == 1
 
 
@@ -130,28 +129,18 @@ tasks:
                              "--profile", "slurm-test", "-q"], env=slurm_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(_marked(marker)) < 2:
+    while time.monotonic() < deadline and len(processes_with(marker)) < 2:
         time.sleep(0.2)
-    assert len(_marked(marker)) >= 2, "tasks never started"
+    assert len(processes_with(marker)) >= 2, "tasks never started"
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (_queue(slurm_cluster) or _marked(marker)):
+    while time.monotonic() < deadline and (_queue(slurm_cluster) or processes_with(marker)):
         time.sleep(0.3)
     assert _queue(slurm_cluster) == []
-    assert _marked(marker) == []
+    assert processes_with(marker) == []
 
-
-def _marked(marker: str) -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in (p.info["cmdline"] or [])):
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_detach_then_status_and_bad_partition(tmp_path, hpcflow_slurm, slurm_cluster):
