@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: (rank, size, local rank) variables, in order of preference, per launcher.
 _RANK_VARIABLES = (
@@ -67,9 +70,9 @@ def detect(use_mpi: bool = True) -> RankInfo:
                 return RankInfo(comm.Get_rank(), comm.Get_size(), local, socket.gethostname(),
                                 job_id(), comm)
         except ImportError:
-            pass
-        except Exception:  # an MPI library that cannot initialise: fall back to variables
-            pass
+            log.debug("mpi4py is not installed; ranks come from the launcher's variables")
+        except Exception as exc:  # an MPI library that cannot initialise: use the variables
+            log.warning("MPI did not initialise (%s); using the launcher's variables", exc)
     info = from_environment()
     if info is None:
         return RankInfo(0, 1, 0, socket.gethostname(), job_id())

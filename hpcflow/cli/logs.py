@@ -45,7 +45,7 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
 
         def finished() -> bool:
             with StateDB(paths.state_db, readonly=True) as db:
-                current = db.tasks(where="WHERE idx = ?", params=(row.idx,))[0]
+                current = db.tasks(idx=row.idx)[0]
             return current.state in st.FINAL_STATES
 
         _print_file(log, True, finished)

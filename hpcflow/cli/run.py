@@ -102,7 +102,7 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
     paths = summary.paths
     with StateDB(paths.state_db, readonly=True) as db:
         counts = db.counts()
-        failed_rows = db.tasks(where="WHERE state = ?", params=(st.FAILED,))
+        failed_rows = db.tasks(states=(st.FAILED,))
     total = sum(sum(c.values()) for c in counts.values())
     verdict = "cancelled" if summary.cancelled else ("succeeded" if summary.ok else "failed")
     style = "green" if summary.ok else "red"

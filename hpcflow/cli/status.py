@@ -25,8 +25,8 @@ def command(run: str | None, as_json: bool) -> None:
     _refresh_allocations(paths)
     view = read_run(paths)
     with StateDB(paths.state_db, readonly=True) as db:
-        failed = db.tasks(where="WHERE state = ?", params=(st.FAILED,))
-        running = db.tasks(where="WHERE state = ?", params=(st.RUNNING,))
+        failed = db.tasks(states=(st.FAILED,))
+        running = db.tasks(states=(st.RUNNING,))
         allocations = db.allocations()
     status = view.status
     if (allocations and status in ("submitted", "running", "interrupted")

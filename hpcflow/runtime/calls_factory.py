@@ -74,7 +74,7 @@ class CallFactory:
         spec = self.graph.template(inst).spec
         payload = [kind, command, argv, spec.python, _jsonable(inst.params) if kind == "python" else None,
                    self.env(inst), inst.workdir, list(inst.outputs)]
-        return hashlib.sha1(json.dumps(payload, sort_keys=True).encode()).hexdigest()
+        return hashlib.sha1(json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
 
     def slug(self, inst: TaskInstance) -> str:
         """The task's folder name (cached: computed once per task)."""

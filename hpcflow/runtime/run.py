@@ -22,7 +22,7 @@ from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo
-from hpcflow.store.paths import RunPaths, StateRoot, task_slug, workflow_key
+from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
 from hpcflow.store.registry import register_run
 
 log = logging.getLogger(__name__)

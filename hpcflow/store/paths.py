@@ -22,14 +22,14 @@ def task_slug(task_id: str) -> str:
         return task_id
     readable = task_id.replace("[", ".").replace(",", ".").replace("]", "")
     readable = _UNSAFE.sub("_", readable).strip("._")[:80] or "task"
-    digest = hashlib.sha1(task_id.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    digest = hashlib.sha1(task_id.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:10]
     return f"{readable}-{digest}"
 
 
 def workflow_key(workflow_file: Path) -> str:
     """A stable key for a workflow file: its stem plus a hash of its absolute path."""
     resolved = str(workflow_file.resolve())
-    digest = hashlib.sha1(resolved.encode()).hexdigest()[:10]
+    digest = hashlib.sha1(resolved.encode(), usedforsecurity=False).hexdigest()[:10]
     stem = _UNSAFE.sub("_", workflow_file.stem)[:40] or "workflow"
     return f"{stem}-{digest}"
 

@@ -58,6 +58,11 @@ CREATE TABLE IF NOT EXISTS allocations (
 );
 """
 
+_SELECT_TASKS = (
+    "SELECT idx, id, name, slug, deps, state, attempts, exit_code, started, ended, "
+    "peak_rss, host, message FROM tasks"
+)
+
 #: Task states. ``cached`` = up to date from an earlier run; ``skipped`` = an upstream failed.
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED = (
     "pending", "running", "succeeded", "failed", "cancelled", "skipped", "cached",
@@ -220,14 +225,22 @@ class StateDB:
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
 
-    def tasks(self, *, where: str = "", params: Sequence[Any] = ()) -> list[TaskRow]:
-        query = (
-            "SELECT idx, id, name, slug, deps, state, attempts, exit_code, started, ended, "
-            "peak_rss, host, message FROM tasks " + where + " ORDER BY idx"
-        )
+    def tasks(self, *, states: Sequence[str] = (), idx: int | None = None) -> list[TaskRow]:
+        """Tasks in index order; only those in ``states`` / with index ``idx`` if given."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if states:
+            clauses.append("state IN (" + ", ".join("?" * len(states)) + ")")
+            params.extend(states)
+        if idx is not None:
+            clauses.append("idx = ?")
+            params.append(idx)
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        # Only fixed column names and placeholders are spliced in; values are parameters.
+        query = f"{_SELECT_TASKS}{where} ORDER BY idx"  # noqa: S608
         return [
             TaskRow(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:])
-            for r in self._conn.execute(query, tuple(params))
+            for r in self._conn.execute(query, params)
         ]
 
     def attempts(self, task_idx: int) -> list[AttemptRecord]:
