@@ -258,7 +258,7 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
 
 
 def _mark_unfinished(db: st.StateDB, message: str) -> None:
-    rows = db.tasks(where="WHERE state IN (?, ?)", params=(st.RUNNING, st.PENDING))
+    rows = db.tasks(states=(st.RUNNING, st.PENDING))
     db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
 
 
@@ -268,5 +268,5 @@ def _summary(db: st.StateDB, paths: RunPaths, run_id: str, started: float,
     for counts in db.counts().values():
         for state, n in counts.items():
             totals[state] = totals.get(state, 0) + n
-    failed = [r.idx for r in db.tasks(where="WHERE state = ?", params=(st.FAILED,))]
+    failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
     return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)
