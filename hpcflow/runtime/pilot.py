@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus, Backend
+from hpcflow.backends.poller import Poller
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
 from hpcflow.launchers import bootstrap_argv
@@ -145,7 +146,7 @@ def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st
 
 def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, backend: Backend, *,
               observer: Observer | None = None, detach: bool = False,
-              poller_factory: Callable[[Backend, Profile], object] | None = None,
+              poller_factory: Callable[[Backend, Profile], Poller] | None = None,
               on_submit: Callable[[str, RunPaths], None] | None = None,
               layout: dict[str, int] | None = None) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
@@ -195,9 +196,7 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
             handler.close()
 
 
-def _default_poller(backend: Backend, profile: Profile) -> object:
-    from hpcflow.backends.poller import Poller
-
+def _default_poller(backend: Backend, profile: Profile) -> Poller:
     if backend.name == "allocation":
         # A child process of ours: asking costs nothing.
         return Poller(backend, interval=0.2, initial_delay=0.2, max_interval=1.0)
@@ -206,25 +205,25 @@ def _default_poller(backend: Backend, profile: Profile) -> object:
                   max_interval=max(profile.max_poll_interval, profile.poll_interval))
 
 
-def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: object,
+def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: Poller,
             profile: Profile, plan: PilotPlan, native_id: str, observer: Observer | None,
             started: float) -> RunSummary:
     """Wait for the allocation; continue it after a walltime stop when the profile says so."""
     number = 1
     current = native_id
     last: AllocationStatus | None = None
-    poller.track([current])  # type: ignore[attr-defined]
+    poller.track([current])
     try:
         while True:
-            poller.poll_once()  # type: ignore[attr-defined]
-            status = poller.latest.get(current)  # type: ignore[attr-defined]
+            poller.poll_once()
+            status = poller.latest.get(current)
             if status is not None and status != last:
                 db.update_allocation(current, status.state.value, status.native_state, status.reason)
                 last = status
             if observer is not None:
                 observer.update(db.counts())
             meta = db.meta()
-            if status is not None and poller.settled([current]):  # type: ignore[attr-defined]
+            if status is not None and poller.settled([current]):
                 finished = meta.get("status") in ("succeeded", "failed")
                 if finished:
                     break
@@ -237,7 +236,7 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
                     plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
                     current = submit_allocation(backend, plan, paths, db, number,
                                                 retries=profile.submit_retries)
-                    poller.track([current])  # type: ignore[attr-defined]
+                    poller.track([current])
                     last = None
                     continue
                 _mark_unfinished(db, "allocation ended before the run finished")
