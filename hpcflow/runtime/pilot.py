@@ -200,9 +200,12 @@ def _default_poller(backend: Backend, profile: Profile) -> Poller:
     if backend.name == "allocation":
         # A child process of ours: asking costs nothing.
         return Poller(backend, interval=0.2, initial_delay=0.2, max_interval=1.0)
+    # A controller that stops answering (restart, overload) must not end the run: keep
+    # backing off and asking; the allocation runs on without us.
     return Poller(backend, interval=profile.poll_interval,
                   initial_delay=min(1.0, profile.poll_interval),
-                  max_interval=max(profile.max_poll_interval, profile.poll_interval))
+                  max_interval=max(profile.max_poll_interval, profile.poll_interval),
+                  max_failures=1_000_000)
 
 
 def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: Poller,
