@@ -14,7 +14,7 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 # SLURM, munge, the PBS front ends and Open MPI for the integration tests.
-bash slurm/install-deps.sh
+bash slurm/install-deps.sh --accounting
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null

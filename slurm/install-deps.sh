@@ -3,10 +3,25 @@
 # cluster (see slurm/start-cluster.sh). Idempotent: when every package is
 # already installed this is a fast no-op (only `dpkg -s` is run).
 #
-# Usage: sudo bash slurm/install-deps.sh
+# Usage: sudo bash slurm/install-deps.sh [--accounting]
+#
+# --accounting (or WITH_ACCOUNTING=1): also install slurmdbd and
+# mariadb-server, needed by `start-cluster.sh --accounting` (sacct).
 set -euo pipefail
 
 PACKAGES=(slurm-wlm munge slurm-wlm-torque openmpi-bin libopenmpi-dev)
+ACCOUNTING="${WITH_ACCOUNTING:-0}"
+
+for arg in "$@"; do
+    case "$arg" in
+        --accounting) ACCOUNTING=1 ;;
+        -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "install-deps: unknown argument: $arg" >&2; exit 2 ;;
+    esac
+done
+if [ "$ACCOUNTING" = "1" ]; then
+    PACKAGES+=(slurmdbd mariadb-server)
+fi
 
 missing=()
 for pkg in "${PACKAGES[@]}"; do

@@ -4,6 +4,7 @@
 # Usage:
 #   slurm/start-cluster.sh BASE_DIR [--nodes N] [--cpus C] [--gpus G]
 #                          [--port P] [--min-job-age S] [--timeout S]
+#                          [--accounting]
 #
 # What it runs (all as root, all private to BASE_DIR, nothing in /etc):
 #   * munged with its own key and socket (BASE_DIR/munge/munge.sock)
@@ -12,6 +13,11 @@
 #     (default 2) and G fake GPUs (default 2; character devices made with
 #     mknod that alias /dev/null), slurmd of node i listening on P+10+i
 #   * partitions "debug" (default) and "gpu", both over all nodes
+#   * with --accounting only: a private MariaDB (datadir BASE_DIR/mysql,
+#     socket BASE_DIR/run/mariadbd.sock, TCP 127.0.0.1:P+3) and slurmdbd on
+#     port P+2, so that `sacct` works (finished jobs stay queryable after
+#     they left squeue). Needs `install-deps.sh --accounting`; the start then
+#     takes a few seconds longer (the script waits until sacct answers).
 #
 # Clients talk to it after `source BASE_DIR/env.sh` (exports SLURM_CONF).
 # Stop it with slurm/stop-cluster.sh BASE_DIR.
@@ -47,6 +53,7 @@ GPUS=2
 PORT=16817
 MIN_JOB_AGE=30
 TIMEOUT=60
+ACCOUNTING=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -62,6 +69,7 @@ while [ $# -gt 0 ]; do
         --min-job-age=*) MIN_JOB_AGE="${1#*=}"; shift ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --timeout=*) TIMEOUT="${1#*=}"; shift ;;
+        --accounting) ACCOUNTING=1; shift ;;
         -h|--help) usage ;;
         -*) die "unknown option: $1" ;;
         *) [ -z "$BASE" ] || die "more than one BASE_DIR given"; BASE="$1"; shift ;;
@@ -82,6 +90,12 @@ for exe in munged slurmctld slurmd sinfo scontrol; do
     command -v "$exe" > /dev/null 2>&1 \
         || die "'$exe' not found; install with: sudo bash $(dirname "$0")/install-deps.sh"
 done
+if [ "$ACCOUNTING" -eq 1 ]; then
+    for exe in slurmdbd mariadbd mariadb-install-db mariadb sacct; do
+        command -v "$exe" > /dev/null 2>&1 \
+            || die "'$exe' not found (needed by --accounting); install with: sudo bash $(dirname "$0")/install-deps.sh --accounting"
+    done
+fi
 
 mkdir -p "$BASE"
 BASE="$(cd "$BASE" && pwd -P)"
@@ -116,13 +130,19 @@ listening_ports() {
 }
 NODE_PORTS=()
 for i in $(seq 1 "$NODES"); do NODE_PORTS+=($((PORT + 10 + i))); done
+DBD_PORT=$((PORT + 2))
+DB_PORT=$((PORT + 3))
+EXTRA_PORTS=()
+[ "$ACCOUNTING" -eq 0 ] || EXTRA_PORTS=("$DBD_PORT" "$DB_PORT")
 busy=()
 in_use="$(listening_ports | sort -u)"
-for p in "$PORT" "${NODE_PORTS[@]}"; do
+for p in "$PORT" "${EXTRA_PORTS[@]}" "${NODE_PORTS[@]}"; do
     if grep -qx "$p" <<< "$in_use"; then busy+=("$p"); fi
 done
 if [ "${#busy[@]}" -gt 0 ]; then
-    die "port(s) already in use: ${busy[*]} (this cluster needs $PORT and ${NODE_PORTS[0]}..${NODE_PORTS[-1]}); choose another --port"
+    needs="$PORT"
+    [ "$ACCOUNTING" -eq 0 ] || needs="$PORT, $DBD_PORT, $DB_PORT"
+    die "port(s) already in use: ${busy[*]} (this cluster needs $needs and ${NODE_PORTS[0]}..${NODE_PORTS[-1]}); choose another --port"
 fi
 
 # ---------------------------------------------------------------- layout
@@ -134,13 +154,17 @@ MUNGE_KEY_DIR="$BASE/munge-key"
 MUNGE_SOCK="$MUNGE_DIR/munge.sock"
 LOG="$BASE/log"
 RUN="$BASE/run"
+DB_DIR="$BASE/mysql"
+DB_SOCK="$RUN/mariadbd.sock"
+DBD_CONF="$ETC/slurmdbd.conf"  # slurmdbd reads it from the directory of SLURM_CONF
 # Unix socket paths are limited to 107 bytes (slurmd puts sockets in its
 # spool directory, munged in MUNGE_DIR).
 [ "${#BASE}" -le 80 ] || die "BASE_DIR path too long for unix sockets (${#BASE} > 80 chars): $BASE"
 
 # Start from a clean state (logs included): saved node state (e.g. a node
 # drained by an earlier bad config) would otherwise survive restarts.
-rm -rf "$BASE/state" "$BASE/spool" "$BASE/tmp" "$BASE/dev" "$RUN" "$MUNGE_DIR" "$LOG"
+rm -rf "$BASE/state" "$BASE/spool" "$BASE/tmp" "$BASE/dev" "$RUN" "$MUNGE_DIR" "$LOG" \
+    "$DB_DIR" "$DBD_CONF"
 mkdir -p "$ETC" "$LOG" "$RUN" "$BASE/state" "$BASE/spool" "$BASE/tmp" "$BASE/dev" \
     "$MUNGE_DIR" "$MUNGE_KEY_DIR"
 chmod 755 "$BASE" "$MUNGE_DIR"
@@ -208,8 +232,17 @@ gres_node=""
     echo "SelectTypeParameters=CR_Core_Memory"
     echo "DefMemPerCPU=512"
     echo "SlurmdParameters=config_overrides"
-    echo "JobAcctGatherType=jobacct_gather/none"
-    echo "AccountingStorageType=accounting_storage/none"
+    if [ "$ACCOUNTING" -eq 1 ]; then
+        echo "JobAcctGatherType=jobacct_gather/linux"
+        echo "AccountingStorageType=accounting_storage/slurmdbd"
+        echo "AccountingStorageHost=$HOST"
+        echo "AccountingStoragePort=$DBD_PORT"
+        # The slurmdbd connection ignores AuthInfo: name the munge socket here.
+        echo "AccountingStoragePass=$MUNGE_SOCK"
+    else
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "AccountingStorageType=accounting_storage/none"
+    fi
     echo "JobCompType=jobcomp/filetxt"
     echo "JobCompLoc=$LOG/jobcomp.txt"
     echo "MpiDefault=pmix"
@@ -251,7 +284,8 @@ export HPCFLOW_SLURM_TEST_BASE="$BASE"
 # ---------------------------------------------------------------- failure path
 log_tail() {
     local f
-    for f in "$LOG"/munged.log "$LOG"/slurmctld.log "$LOG"/slurmd-*.log "$LOG"/daemons.out; do
+    for f in "$LOG"/munged.log "$LOG"/mariadbd.log "$LOG"/slurmdbd.log "$LOG"/slurmctld.log \
+        "$LOG"/slurmd-*.log "$LOG"/daemons.out; do
         [ -s "$f" ] || continue
         echo "==> $f (last 20 lines) <=="
         tail -n 20 "$f"
@@ -286,13 +320,80 @@ for _ in $(seq 1 100); do
 done
 [ -S "$MUNGE_SOCK" ] || fail "munged did not create its socket $MUNGE_SOCK"
 
+deadline=$(( $(date +%s) + TIMEOUT ))
+if [ "$ACCOUNTING" -eq 1 ]; then
+    # -------------------------------------------- MariaDB + slurmdbd (sacct)
+    db() { mariadb --no-defaults --socket="$DB_SOCK" -uroot "$@"; }
+    mariadb-install-db --no-defaults --user=root --datadir="$DB_DIR" --skip-test-db \
+        --auth-root-authentication-method=socket \
+        < /dev/null > "$LOG/mariadb-install-db.log" 2>&1 \
+        || fail "mariadb-install-db failed: $(tail -n 5 "$LOG/mariadb-install-db.log" | tr '\n' ' ')"
+    # mariadbd stays in the foreground: run it in its own session, detached
+    # from this script's output (a caller capturing it would wait for EOF).
+    # Only reachable over its socket and 127.0.0.1; test-grade durability.
+    setsid mariadbd --no-defaults --user=root --datadir="$DB_DIR" \
+        --socket="$DB_SOCK" --port="$DB_PORT" --bind-address=127.0.0.1 \
+        --pid-file="$RUN/mariadbd.pid" --log-error="$LOG/mariadbd.log" \
+        --skip-name-resolve --innodb-flush-log-at-trx-commit=0 \
+        --innodb-lock-wait-timeout=900 \
+        < /dev/null >> "$LOG/daemons.out" 2>&1 &
+    db_pid=$!
+    until db -e 'SELECT 1' > /dev/null 2>&1; do
+        kill -0 "$db_pid" 2>/dev/null || fail "mariadbd died during start-up"
+        [ "$(date +%s)" -lt "$deadline" ] || fail "mariadbd not answering after ${TIMEOUT}s"
+        sleep 0.05
+    done
+    db_pass="$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')"
+    db -e "CREATE USER 'slurm'@'127.0.0.1' IDENTIFIED BY '$db_pass';
+           CREATE USER 'slurm'@'localhost' IDENTIFIED BY '$db_pass';
+           GRANT ALL PRIVILEGES ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';
+           GRANT ALL PRIVILEGES ON slurm_acct_db.* TO 'slurm'@'localhost';" \
+        >> "$LOG/daemons.out" 2>&1 || fail "could not create the slurm database user"
+    # It holds the database password: readable by root only (slurmdbd insists).
+    (
+        umask 077
+        {
+            echo "# Generated by slurm/start-cluster.sh: private test cluster, do not edit."
+            echo "AuthType=auth/munge"
+            echo "AuthInfo=socket=$MUNGE_SOCK"
+            echo "DbdHost=$HOST"
+            echo "DbdAddr=127.0.0.1"
+            echo "DbdPort=$DBD_PORT"
+            echo "SlurmUser=root"
+            echo "PidFile=$RUN/slurmdbd.pid"
+            echo "LogFile=$LOG/slurmdbd.log"
+            echo "DebugLevel=info"
+            echo "StorageType=accounting_storage/mysql"
+            echo "StorageHost=127.0.0.1"
+            echo "StoragePort=$DB_PORT"
+            echo "StorageUser=slurm"
+            echo "StoragePass=$db_pass"
+            echo "StorageLoc=slurm_acct_db"
+        } > "$DBD_CONF"
+    )
+    chmod 600 "$DBD_CONF"
+    # slurmdbd has no -f: it finds slurmdbd.conf next to $SLURM_CONF.
+    slurmdbd < /dev/null >> "$LOG/daemons.out" 2>&1 || fail "slurmdbd failed to start"
+    # It listens once it has connected to the database and created its
+    # tables; start slurmctld only then, so that it registers at once.
+    until listening_ports | grep -qx "$DBD_PORT"; do
+        if [ -e "$RUN/slurmdbd.pid" ] && ! kill -0 "$(cat "$RUN/slurmdbd.pid")" 2>/dev/null; then
+            fail "slurmdbd died during start-up"
+        fi
+        if grep -qs 'fatal' "$LOG/slurmdbd.log"; then
+            fail "slurmdbd logged a fatal error: $(grep -hs 'fatal' "$LOG/slurmdbd.log" | head -n 3 | tr '\n' ' ')"
+        fi
+        [ "$(date +%s)" -lt "$deadline" ] || fail "slurmdbd not listening on port $DBD_PORT after ${TIMEOUT}s"
+        sleep 0.05
+    done
+fi
+
 slurmctld -f "$CONF" < /dev/null >> "$LOG/daemons.out" 2>&1 || fail "slurmctld failed to start"
 for i in $(seq 1 "$NODES"); do
     slurmd -f "$CONF" -N "n$i" < /dev/null >> "$LOG/daemons.out" 2>&1 || fail "slurmd for n$i failed to start"
 done
 
 # ---------------------------------------------------------------- wait for idle
-deadline=$(( $(date +%s) + TIMEOUT ))
 states=""
 while :; do
     # One line per node: "n1 idle"
@@ -300,11 +401,11 @@ while :; do
     n_idle="$(awk '$2 == "idle" { c++ } END { print c + 0 }' <<< "$states")"
     [ "$n_idle" -eq "$NODES" ] && break
     # A fatal error (bad config, port taken...) will not go away.
-    if grep -qs 'fatal' "$LOG/slurmctld.log" "$LOG"/slurmd-*.log; then
-        fail "a daemon logged a fatal error: $(grep -hs 'fatal' "$LOG/slurmctld.log" "$LOG"/slurmd-*.log | head -n 3 | tr '\n' ' ')"
+    if grep -qs 'fatal' "$LOG/slurmctld.log" "$LOG"/slurmd-*.log "$LOG"/slurmdbd.log; then
+        fail "a daemon logged a fatal error: $(grep -hs 'fatal' "$LOG/slurmctld.log" "$LOG"/slurmd-*.log "$LOG"/slurmdbd.log | head -n 3 | tr '\n' ' ')"
     fi
     # A daemon that died will not come back.
-    for pf in "$RUN/munged.pid" "$RUN/slurmctld.pid"; do
+    for pf in "$RUN/munged.pid" "$RUN/slurmctld.pid" "$RUN/slurmdbd.pid" "$RUN/mariadbd.pid"; do
         if [ -e "$pf" ] && ! kill -0 "$(cat "$pf")" 2>/dev/null; then
             fail "$(basename "$pf" .pid) died during start-up"
         fi
@@ -314,8 +415,26 @@ while :; do
     fi
     sleep 0.1
 done
+
+# ---------------------------------------------------------------- wait for sacct
+acct_note=""
+if [ "$ACCOUNTING" -eq 1 ]; then
+    # sacct asks slurmdbd; an answer without error (and without "accounting
+    # storage is disabled") and the cluster registered by slurmctld mean
+    # finished jobs will be recorded and found.
+    while :; do
+        out="$(sacct -n -P -X -o JobID 2>&1)" && ! grep -qi 'error\|disabled' <<< "$out" \
+            && sacctmgr -n -P show cluster format=Cluster 2>/dev/null | grep -qx hpcflowtest \
+            && break
+        if [ "$(date +%s)" -ge "$deadline" ]; then
+            fail "sacct not answering after ${TIMEOUT}s: $(tr '\n' ' ' <<< "${out:-<no output>}")"
+        fi
+        sleep 0.1
+    done
+    acct_note=", accounting via slurmdbd port $DBD_PORT"
+fi
 t1=$(date +%s.%N)
 
-printf 'start-cluster: %s node(s) idle after %.2fs; cluster in %s (slurmctld port %s)\n' \
-    "$NODES" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$BASE" "$PORT"
+printf 'start-cluster: %s node(s) idle after %.2fs; cluster in %s (slurmctld port %s%s)\n' \
+    "$NODES" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" "$BASE" "$PORT" "$acct_note"
 echo "start-cluster: use it with: source $BASE/env.sh"

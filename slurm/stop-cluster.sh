@@ -6,7 +6,8 @@
 # 1. cancels every job still known to the cluster (killing slurmd/slurmctld
 #    does not kill running job steps), and waits a little for them to end;
 # 2. stops the daemons by their PID files, slurmd(s) first, then slurmctld,
-#    then munged: SIGTERM, wait up to 10 s, then SIGKILL;
+#    then slurmdbd and mariadbd (clusters started with --accounting), then
+#    munged: SIGTERM, wait up to 10 s (mariadbd: 30 s), then SIGKILL;
 # 3. kills any stray slurmstepd of this cluster (and the processes of its
 #    jobs) that survived.
 # Idempotent: stopping a stopped (or never started) cluster does nothing.
@@ -14,7 +15,7 @@
 set -uo pipefail
 
 if [ $# -ne 1 ] || [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
-    sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 fi
 
@@ -48,11 +49,11 @@ if [ -f "$CONF" ] && pid_alive "$ctld_pid" && command -v squeue > /dev/null 2>&1
 fi
 
 # ---------------------------------------------------------------- stop daemons
-stop_pid() {  # stop_pid PID NAME
-    local pid="$1" name="$2" i
+stop_pid() {  # stop_pid PID NAME [TENTHS_OF_SECONDS_TO_WAIT]
+    local pid="$1" name="$2" wait="${3:-100}" i
     pid_alive "$pid" || return 0
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 100); do
+    for i in $(seq 1 "$wait"); do
         pid_alive "$pid" || return 0
         # A zombie waiting for its (reparenting) parent counts as gone.
         if [ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" = "Z" ]; then return 0; fi
@@ -92,6 +93,13 @@ if [ -d "$RUN" ]; then
     pid="$(pid_of "$RUN/slurmctld.pid")"
     if pid_alive "$pid" && is_daemon "$pid" slurmctld; then stop_pid "$pid" slurmctld; fi
     rm -f "$RUN/slurmctld.pid"
+    # Accounting (start-cluster.sh --accounting): slurmdbd, then its database.
+    pid="$(pid_of "$RUN/slurmdbd.pid")"
+    if pid_alive "$pid" && is_daemon "$pid" slurmdbd; then stop_pid "$pid" slurmdbd; fi
+    rm -f "$RUN/slurmdbd.pid"
+    pid="$(pid_of "$RUN/mariadbd.pid")"
+    if pid_alive "$pid" && is_daemon "$pid" mariadbd; then stop_pid "$pid" mariadbd 300; fi
+    rm -f "$RUN/mariadbd.pid"
 fi
 
 # ---------------------------------------------------------------- strays

@@ -19,6 +19,10 @@ Typical use::
 
 In pytest, use the session-scoped ``slurm_cluster`` fixture from
 ``tests/integration/slurm/conftest.py`` instead.
+
+``start_cluster(accounting=True)`` also starts a private MariaDB and slurmdbd
+so that ``sacct`` works (needs ``sudo bash slurm/install-deps.sh --accounting``;
+the start takes a few seconds more).
 """
 
 from __future__ import annotations
@@ -99,8 +103,15 @@ def slurm_required() -> bool:
     )
 
 
-def check_prerequisites() -> str | None:
-    """Return why the cluster cannot be started here, or None if it can."""
+#: Programs that ``start-cluster.sh --accounting`` needs on top of the basic ones.
+ACCOUNTING_EXECUTABLES = ("slurmdbd", "mariadbd", "mariadb-install-db", "mariadb", "sacct")
+
+
+def check_prerequisites(accounting: bool = False) -> str | None:
+    """Return why the cluster cannot be started here, or None if it can.
+
+    ``accounting``: also check for what ``start_cluster(accounting=True)`` needs.
+    """
     if not hasattr(os, "geteuid"):
         return "the local SLURM test cluster needs Linux"
     if os.geteuid() != 0:
@@ -115,6 +126,13 @@ def check_prerequisites() -> str | None:
     ]
     if missing:
         return f"SLURM/munge not installed (missing: {', '.join(missing)})"
+    if accounting:
+        missing = [exe for exe in ACCOUNTING_EXECUTABLES if shutil.which(exe, path=search) is None]
+        if missing:
+            return (
+                f"slurmdbd/MariaDB not installed (missing: {', '.join(missing)}); "
+                "run `sudo bash slurm/install-deps.sh --accounting`"
+            )
     if not START_SCRIPT.is_file() or not STOP_SCRIPT.is_file():
         return f"cluster scripts not found in {SLURM_SCRIPTS}"
     return None
@@ -130,16 +148,20 @@ def _port_free(port: int) -> bool:
     return True
 
 
-def cluster_ports(port: int, nodes: int) -> list:
-    """All TCP ports a cluster on base port ``port`` listens on."""
-    return [port] + [port + 10 + i for i in range(1, nodes + 1)]
+def cluster_ports(port: int, nodes: int, accounting: bool = False) -> list:
+    """All TCP ports a cluster on base port ``port`` listens on.
+
+    With ``accounting``, slurmdbd listens on ``port + 2`` and MariaDB on ``port + 3``.
+    """
+    extra = [port + 2, port + 3] if accounting else []
+    return [port] + extra + [port + 10 + i for i in range(1, nodes + 1)]
 
 
-def find_free_port(nodes: int = 4, start: int = DEFAULT_PORT) -> int:
+def find_free_port(nodes: int = 4, start: int = DEFAULT_PORT, accounting: bool = False) -> int:
     """First base port ``start + k * PORT_STRIDE`` whose ports are all free."""
     for k in range(PORT_TRIES):
         port = start + k * PORT_STRIDE
-        if all(_port_free(p) for p in cluster_ports(port, nodes)):
+        if all(_port_free(p) for p in cluster_ports(port, nodes, accounting)):
             return port
     raise SlurmClusterError(
         f"no free port block found from {start} (stride {PORT_STRIDE}, {PORT_TRIES} tries)"
@@ -151,7 +173,7 @@ def read_log_tail(base: Path, lines: int = 20) -> str:
     log_dir = Path(base) / "log"
     if not log_dir.is_dir():
         return ""
-    names = ["munged.log", "slurmctld.log"]
+    names = ["munged.log", "mariadbd.log", "slurmdbd.log", "slurmctld.log"]
     names += sorted(p.name for p in log_dir.glob("slurmd-*.log"))
     names += ["daemons.out"]
     parts = []
@@ -176,7 +198,8 @@ class SlurmCluster:
     ``extra_env``) to pass to client commands (``sbatch``, ``squeue``, ``qsub``
     ...) as ``subprocess.run(..., env=cluster.env)``; ``extra_env`` holds only
     the variables the cluster needs (``SLURM_CONF``), e.g. for
-    ``monkeypatch.setenv``.
+    ``monkeypatch.setenv``. ``accounting`` is True when the cluster runs slurmdbd
+    (``sacct`` works).
     """
 
     base: Path
@@ -188,6 +211,7 @@ class SlurmCluster:
     env: dict[str, str]
     remove_base: bool = True
     start_seconds: float = 0.0
+    accounting: bool = False
     _stopped: bool = field(default=False, repr=False)
 
     @property
@@ -284,6 +308,7 @@ def start_cluster(
     min_job_age: int = 30,
     timeout: float = 30,
     keep: bool | None = None,
+    accounting: bool = False,
 ) -> SlurmCluster:
     """Start a private cluster and wait until all its nodes are idle.
 
@@ -291,11 +316,13 @@ def start_cluster(
     removed again by ``stop()``). ``port``: slurmctld port (default: the first
     free block from 16817 on, in steps of 100; node i listens on port+10+i).
     ``keep``: keep ``base`` after ``stop()`` (default: ``HPCFLOW_SLURM_KEEP=1``).
+    ``accounting``: also run MariaDB + slurmdbd so that ``sacct`` works (ports
+    port+2 and port+3 as well; ``timeout`` then covers their start too).
 
     Raises ``SlurmUnavailable`` if this machine cannot run it and
     ``SlurmClusterError`` (with the daemon log tail) if the start failed.
     """
-    reason = check_prerequisites()
+    reason = check_prerequisites(accounting)
     if reason:
         raise SlurmUnavailable(reason)
     if keep is None:
@@ -315,7 +342,7 @@ def start_cluster(
         use_port = (
             port
             if port is not None
-            else find_free_port(nodes, DEFAULT_PORT + attempt * PORT_STRIDE)
+            else find_free_port(nodes, DEFAULT_PORT + attempt * PORT_STRIDE, accounting)
         )
         cmd = [
             "bash", str(START_SCRIPT), str(base_path),
@@ -326,6 +353,8 @@ def start_cluster(
             "--min-job-age", str(min_job_age),
             "--timeout", str(int(timeout)),
         ]  # fmt: skip
+        if accounting:
+            cmd.append("--accounting")
         t0 = time.monotonic()
         try:
             proc = subprocess.run(
@@ -356,6 +385,7 @@ def start_cluster(
                 env=env,
                 remove_base=made_base and not keep,
                 start_seconds=elapsed,
+                accounting=accounting,
             )
             atexit.register(_stop_quietly, cluster)
             return cluster
