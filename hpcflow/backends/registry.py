@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.base import Backend
 from hpcflow.errors import ProfileError
 
+if TYPE_CHECKING:
+    from hpcflow.settings.profile import Profile
 
-def get_backend(name: str, runner: CommandRunner | None = None) -> Backend:
+
+def get_backend(
+    name: str, runner: CommandRunner | None = None, *, profile: Profile | None = None
+) -> Backend:
+    """The backend called ``name``, configured from ``profile`` where it has settings
+    (``pbs_flavor``); without a profile each backend uses its defaults (PBS Pro)."""
     runner = runner or CommandRunner()
     if name == "allocation":
         from hpcflow.backends.allocation.backend import AllocationBackend
@@ -17,7 +26,11 @@ def get_backend(name: str, runner: CommandRunner | None = None) -> Backend:
         from hpcflow.backends.slurm.backend import SlurmBackend
 
         return SlurmBackend(runner)
+    if name == "pbs":
+        from hpcflow.backends.pbs.backend import PbsBackend
+
+        return PbsBackend(runner, flavor=profile.pbs_flavor if profile is not None else "pro")
     raise ProfileError(
         f"backend {name!r} cannot submit allocations in this version",
-        hint="use a slurm profile, or the local profile",
+        hint="use a slurm or pbs profile, or the local profile",
     )

@@ -47,14 +47,24 @@ def main(argv: list[str]) -> int:
     local_index = _worker_local_index(info)
     try:
         if role is Role.SCHEDULER:
-            return asyncio.run(_scheduler(config, info, address_file, allocation))
-        address = receive(comm=info.comm, path=address_file, allocation=allocation)
-        if role is Role.DRIVER:
-            return _driver(run_dir, address, config)
-        return asyncio.run(_worker(address, config, info, local_index))
+            code = asyncio.run(_scheduler(config, info, address_file, allocation))
+        else:
+            address = receive(comm=info.comm, path=address_file, allocation=allocation)
+            if role is Role.DRIVER:
+                code = _driver(run_dir, address, config)
+            else:
+                code = asyncio.run(_worker(address, config, info, local_index))
     except PreflightError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
         return 3
+    if info.comm is not None and config.launcher == "mpirun" and code == 0:
+        # mpirun calls an exit without MPI_Finalize a failure. Finalize only on a clean
+        # exit: after a rank died, Open MPI 4 can hang in it (mpi4py's automatic finalize
+        # is off for that reason).
+        from mpi4py import MPI
+
+        MPI.Finalize()
+    return code
 
 
 def _tag_logs(rank: int) -> None:

@@ -31,4 +31,4 @@ def command(workflow: Path, profile: str, nodes: int | None, partition: str | No
     run_id = "RUN_ID"
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)
     plan = plan_pilot(resolved, paths, run_id, graph.loaded.base_dir)
-    click.echo(get_backend(resolved.backend).render(plan.request), nl=False)
+    click.echo(get_backend(resolved.backend, profile=resolved).render(plan.request), nl=False)

@@ -88,7 +88,8 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
             out.print(f"submitted allocation {native_id} ({resolved.backend}) · run dir "
                       f"{paths.run_dir}", highlight=False, soft_wrap=True)
 
-        return run_pilot(prepared, options, resolved, get_backend(resolved.backend),
+        backend = get_backend(resolved.backend, profile=resolved)
+        return run_pilot(prepared, options, resolved, backend,
                          observer=observer, detach=detach, on_submit=submitted)
 
     if live and not detach:

@@ -114,6 +114,11 @@ class Profile(BaseModel):
     backend: Literal["local", "slurm", "pbs"] = Field(
         "local", description="the batch system allocations are queued on"
     )
+    pbs_flavor: Literal["pro", "torque"] = Field(
+        "pro",
+        description="PBS backend: 'pro' (PBS Professional/OpenPBS: select=, qstat -F json) or "
+        "'torque' (nodes=N:ppn=C, text qstat)",
+    )
     mode: Literal["pilot", "jobs", "elastic"] = Field(
         "pilot",
         description="pilot: one allocation runs Dask over its ranks; jobs: one batch job per "

@@ -33,7 +33,16 @@ from hpcflow.spec.yamlpos import load_yaml
 REPO = Path(__file__).resolve().parents[2]
 MiB = 1024**2
 GiB = 1024**3
-SHIPPED = {"local", "slurm", "slurm-gpu", "slurm-test", "slurm-test-gpu", "pbs"}
+SHIPPED = {
+    "local",
+    "slurm",
+    "slurm-gpu",
+    "slurm-test",
+    "slurm-test-gpu",
+    "pbs",
+    "torque",
+    "pbs-test",
+}
 
 
 def write(folder: Path, name: str, text: str) -> Path:
@@ -458,7 +467,16 @@ def test_shipped_profile_contents():
     assert test.overcommit is True
     assert (test.poll_interval, test.max_poll_interval, test.mpi) == (0.5, 2, "pmix")
     assert test.env == {"OMPI_MCA_btl": "self,tcp"}
-    assert load_profile(find_profile("pbs", env)).backend == "pbs"
+    pbs = load_profile(find_profile("pbs", env))
+    assert (pbs.backend, pbs.pbs_flavor, pbs.launcher) == ("pbs", "pro", "mpirun")
+    torque = load_profile(find_profile("torque", env))
+    assert (torque.backend, torque.pbs_flavor, torque.launcher) == ("pbs", "torque", "mpirun")
+    pbs_test = load_profile(find_profile("pbs-test", env))
+    assert (pbs_test.pbs_flavor, pbs_test.partition) == ("torque", "debug")
+    assert pbs_test.cpus_per_node == 2
+    assert pbs_test.overcommit is True
+    assert (pbs_test.poll_interval, pbs_test.max_poll_interval) == (0.5, 2)
+    assert pbs_test.env["OMPI_MCA_btl"] == "self,tcp"
 
 
 def test_example_site_profile_loads():

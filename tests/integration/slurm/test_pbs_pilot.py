@@ -1,0 +1,109 @@
+"""Pilot mode through the PBS commands: ``hpcflow run WF --profile pbs-test`` submits with
+qsub, follows with qstat and cancels with qdel (SLURM's PBS/Torque wrappers over the
+private test cluster); mpirun starts the ranks, as on a PBS site."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CliResult, write_workflow
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def slurm_env(env, slurm_cluster):
+    return {**env, **slurm_cluster.extra_env}
+
+
+@pytest.fixture
+def hpcflow_pbs(slurm_env):
+    def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", *args],
+            cwd=cwd,
+            env=slurm_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+def _queue(slurm_cluster) -> list[str]:
+    out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def _allocation_logs(wf: Path) -> str:
+    logs = sorted(wf.parent.glob(".hpcflow/runs/*/allocations/*.err"))
+    return "\n".join(p.read_text()[-3000:] for p in logs)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_hello_through_qsub_qstat(example, hpcflow_pbs, slurm_cluster, nodes):
+    wf = example("hello")
+    result = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--nodes", str(nodes), "-q")
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert "submitted allocation" in result.stdout and "(pbs)" in result.stdout
+    assert (wf.parent / "results" / "count.txt").read_text().strip() == "3"
+    status = json.loads(hpcflow_pbs("status", "--json").stdout)
+    assert status["status"] == "succeeded"
+    assert all(set(c) == {"succeeded"} for c in status["counts"].values())
+    (allocation,) = status["allocations"]
+    assert allocation["backend"] == "pbs" and allocation["native_id"].isdigit()
+    # The script that was qsub'ed: Torque resources, ranks started by mpirun.
+    script = (Path(status["run_dir"]) / "allocations" / "1.sh").read_text()
+    assert f"#PBS -l nodes={nodes}:ppn=2\n" in script and "#PBS -q debug\n" in script
+    assert "\nexec mpirun -n " in script and "#SBATCH" not in script
+    info = slurm_cluster.run(["scontrol", "show", "job", allocation["native_id"]]).stdout
+    assert f"NumNodes={nodes} " in info
+    assert _queue(slurm_cluster) == []
+
+
+def test_detach_status_and_cancel_through_qstat_qdel(tmp_path, hpcflow_pbs, slurm_cluster):
+    """``hpcflow status`` and ``hpcflow cancel`` find the backend by name only (no
+    profile): they poll the wrappers' qstat and cancel with qdel all the same."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: long
+tasks:
+  - name: long
+    command: sleep 120
+""",
+    )
+    submitted = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--detach")
+    assert submitted.returncode == 0, submitted.output
+    deadline = time.monotonic() + 30
+    allocation: dict = {}
+    while time.monotonic() < deadline:
+        status = json.loads(hpcflow_pbs("status", "--json").stdout)
+        (allocation,) = status["allocations"]
+        if allocation["state"] == "running":
+            break
+        time.sleep(0.5)
+    assert (allocation["state"], allocation["native_state"]) == ("running", "R"), allocation
+    cancelled = hpcflow_pbs("cancel", status["run_id"])
+    assert cancelled.returncode == 0, cancelled.output
+    assert allocation["native_id"] in cancelled.stdout
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _queue(slurm_cluster):
+        time.sleep(0.3)
+    assert _queue(slurm_cluster) == []
+    assert slurm_cluster.job_state(allocation["native_id"]) == "CANCELLED"
+
+
+def test_bad_queue_is_a_user_error(example, hpcflow_pbs):
+    wf = example("hello")
+    bad = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--partition", "nosuch")
+    assert bad.returncode == 2, bad.output
+    assert "partition" in bad.stderr and "Traceback" not in bad.stderr
