@@ -37,7 +37,7 @@ def measure(n: int, cluster, workdir: Path) -> dict[str, object]:
     wf.parent.mkdir(parents=True)
     wf.write_text(
         f"name: pilot{n}\ntasks:\n  - name: t\n    foreach: {{i: {{range: [0, {n}]}}}}\n"
-        "    command: echo {i} > {outputs}\n    outputs: [\"out/{i}.txt\"]\n"
+        '    command: echo {i} > {outputs}\n    outputs: ["out/{i}.txt"]\n'
     )
     runner = CommandRunner(env=cluster.extra_env)
     profile = resolve_profile("slurm-test", environ={}).profile
@@ -48,25 +48,37 @@ def measure(n: int, cluster, workdir: Path) -> dict[str, object]:
     done = len(list((wf.parent / "out").iterdir()))
     timings = pilot_timings(summary.paths.state_db)
     return {
-        "tasks": n, "ok": summary.ok and done == n, "wall_s": round(wall, 2),
-        "tasks_per_s": round(n / wall, 1), "sbatch_calls": runner.calls["sbatch"],
-        "squeue_calls": runner.calls["squeue"], "sacct_calls": runner.calls["sacct"],
+        "tasks": n,
+        "ok": summary.ok and done == n,
+        "wall_s": round(wall, 2),
+        "tasks_per_s": round(n / wall, 1),
+        "sbatch_calls": runner.calls["sbatch"],
+        "squeue_calls": runner.calls["squeue"],
+        "sacct_calls": runner.calls["sacct"],
         "poll_interval_s": profile.poll_interval,
         "submit_to_first_task_s": round(timings.submit_to_first_task or -1, 2),
     }
 
 
 def section(rows: list[dict[str, object]]) -> str:
-    lines = [START, "## Pilot mode on the local test SLURM (bench/pilot.py)", "",
-             f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, profile slurm-test (1 node, "
-             "2 CPUs, poll interval 0.5 s backing off to 2 s). Reproduce: "
-             "`.venv/bin/python bench/pilot.py`.", "",
-             "| tasks | ok | wall s | tasks/s | sbatch calls | squeue calls | sacct calls | "
-             "sbatch → first task s |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        START,
+        "## Pilot mode on the local test SLURM (bench/pilot.py)",
+        "",
+        f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, profile slurm-test (1 node, "
+        "2 CPUs, poll interval 0.5 s backing off to 2 s). Reproduce: "
+        "`.venv/bin/python bench/pilot.py`.",
+        "",
+        "| tasks | ok | wall s | tasks/s | sbatch calls | squeue calls | sacct calls | "
+        "sbatch → first task s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['tasks']} | {r['ok']} | {r['wall_s']} | {r['tasks_per_s']} | "
-                     f"{r['sbatch_calls']} | {r['squeue_calls']} | {r['sacct_calls']} | "
-                     f"{r['submit_to_first_task_s']} |")
+        lines.append(
+            f"| {r['tasks']} | {r['ok']} | {r['wall_s']} | {r['tasks_per_s']} | "
+            f"{r['sbatch_calls']} | {r['squeue_calls']} | {r['sacct_calls']} | "
+            f"{r['submit_to_first_task_s']} |"
+        )
     lines += ["", END, ""]
     return "\n".join(lines)
 

@@ -24,6 +24,11 @@ bash slurm/install-deps.sh --accounting
 if [ "$(id -u)" -eq 0 ]; then
     export HPCFLOW_REQUIRE_SLURM=1
 fi
+# Lint and types first: quick, and they name the file and line.
+.venv/bin/ruff check hpcflow tests bench
+.venv/bin/ruff format --check --quiet hpcflow tests bench
+.venv/bin/mypy hpcflow
+
 set +e
 .venv/bin/python -m pytest -q "$@"
 rc=$?

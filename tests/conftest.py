@@ -46,8 +46,13 @@ class CliResult:
 def env(tmp_path: Path) -> dict[str, str]:
     """Environment for CLI runs: a private HPCFLOW_HOME and a wide, plain console."""
     home = tmp_path / "hpcflow-home"
-    return {**os.environ, "HPCFLOW_HOME": str(home), "COLUMNS": "200", "NO_COLOR": "1",
-            "TERM": "dumb"}
+    return {
+        **os.environ,
+        "HPCFLOW_HOME": str(home),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+    }
 
 
 @pytest.fixture
@@ -56,8 +61,12 @@ def hpcflow(env: dict[str, str]):
 
     def run(*args: str, cwd: Path | None = None, timeout: float = 300) -> CliResult:
         proc = subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", *args], cwd=cwd, env=env,
-            capture_output=True, text=True, timeout=timeout,
+            [sys.executable, "-m", "hpcflow.cli.main", *args],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
@@ -70,8 +79,11 @@ def example(tmp_path: Path):
 
     def copy(name: str) -> Path:
         target = tmp_path / name
-        shutil.copytree(REPO / "workflows" / name, target,
-                        ignore=shutil.ignore_patterns(".hpcflow", "results", "__pycache__"))
+        shutil.copytree(
+            REPO / "workflows" / name,
+            target,
+            ignore=shutil.ignore_patterns(".hpcflow", "results", "__pycache__"),
+        )
         return target / "workflow.yaml"
 
     return copy

@@ -11,13 +11,13 @@ from __future__ import annotations
 import collections
 import logging
 import os
-from pathlib import Path
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hpcflow.errors import SchedulerCommandError
 
@@ -158,9 +158,9 @@ class CommandRunner:
         log.debug("%s exited %d in %.3f s: %s", program, proc.returncode, seconds, args)
         return CommandResult(args, proc.returncode, stdout, stderr, seconds)
 
-
-    def spawn(self, argv: Sequence[str], *, stdout: Path, stderr: Path,
-              cwd: Path | None = None) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, argv: Sequence[str], *, stdout: Path, stderr: Path, cwd: Path | None = None
+    ) -> subprocess.Popen[bytes]:
         """Start a long-running command (its own session) with output to files; not waited."""
         args = tuple(str(a) for a in argv)
         program = os.path.basename(args[0])
@@ -169,8 +169,15 @@ class CommandRunner:
         env = {**os.environ, **self.env}
         with open(stdout, "ab") as out, open(stderr, "ab") as err:
             try:
-                return subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                        env=env, cwd=cwd, start_new_session=True)
+                return subprocess.Popen(
+                    args,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    env=env,
+                    cwd=cwd,
+                    start_new_session=True,
+                )
             except FileNotFoundError:
                 raise _not_runnable(args, 127, "not found", env) from None
             except PermissionError:

@@ -27,8 +27,10 @@ class AllocationState(str, enum.Enum):
     @property
     def final(self) -> bool:
         return self in (
-            AllocationState.COMPLETED, AllocationState.FAILED,
-            AllocationState.CANCELLED, AllocationState.TIMEOUT,
+            AllocationState.COMPLETED,
+            AllocationState.FAILED,
+            AllocationState.CANCELLED,
+            AllocationState.TIMEOUT,
         )
 
 
@@ -41,7 +43,9 @@ class AllocationRequest:
     run_dir: Path
     stdout: Path
     stderr: Path
-    command: Sequence[str]  # argv run by the batch script, e.g. srun ... python -m hpcflow.bootstrap RUN_DIR
+    command: Sequence[
+        str
+    ]  # argv run by the batch script, e.g. srun ... python -m hpcflow.bootstrap RUN_DIR
     nodes: int = 1
     ntasks: int = 1
     cpus_per_task: int = 1
@@ -88,5 +92,4 @@ class Backend(Protocol):
         """The status of every id in ONE scheduler query (ids it no longer knows are omitted)."""
         ...
 
-    def cancel(self, native_ids: Sequence[str]) -> None:
-        ...
+    def cancel(self, native_ids: Sequence[str]) -> None: ...

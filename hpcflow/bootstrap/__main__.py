@@ -24,7 +24,9 @@ _started = time.time()
 
 
 def main(argv: list[str]) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s rank-%(rank)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s rank-%(rank)s %(levelname)s %(name)s: %(message)s"
+    )
     logging.getLogger("distributed").setLevel(logging.WARNING)
     if len(argv) != 1:
         sys.stderr.write("usage: python -m hpcflow.bootstrap RUN_DIR\n")
@@ -87,14 +89,20 @@ def _host(config: PilotConfig) -> str | None:
         return None
 
 
-async def _scheduler(config: PilotConfig, info: environment.RankInfo, address_file: Path,
-                     allocation: str) -> int:
+async def _scheduler(
+    config: PilotConfig, info: environment.RankInfo, address_file: Path, allocation: str
+) -> int:
     from distributed import Scheduler
 
     host = _host(config)
-    async with Scheduler(host=host, interface=config.interface, port=0, dashboard=False,
-                         dashboard_address=f"{host or ''}:0",
-                         protocol=config.transport) as scheduler:
+    async with Scheduler(
+        host=host,
+        interface=config.interface,
+        port=0,
+        dashboard=False,
+        dashboard_address=f"{host or ''}:0",
+        protocol=config.transport,
+    ) as scheduler:
         log.info("scheduler at %s", scheduler.address)
         publish(scheduler.address, comm=info.comm, path=address_file, allocation=allocation)
         await scheduler.finished()
@@ -106,13 +114,16 @@ def _worker_local_index(info: environment.RankInfo) -> int:
     node = os.environ.get("SLURM_NODEID") or info.host
     if info.comm is not None:
         everyone = info.comm.allgather((info.rank, node))
-        return sum(1 for rank, n in everyone if n == node and rank >= NON_WORKER_RANKS and rank < info.rank)
+        return sum(
+            1 for rank, n in everyone if n == node and rank >= NON_WORKER_RANKS and rank < info.rank
+        )
     offset = NON_WORKER_RANKS if os.environ.get("SLURM_NODEID", "0") == "0" else 0
     return max(0, info.local_rank - offset)
 
 
-async def _worker(address: str, config: PilotConfig, info: environment.RankInfo,
-                  local_index: int) -> int:
+async def _worker(
+    address: str, config: PilotConfig, info: environment.RankInfo, local_index: int
+) -> int:
     from distributed import Worker
 
     resources: dict[str, float] = {"cpus": float(config.threads_per_worker)}
@@ -124,13 +135,26 @@ async def _worker(address: str, config: PilotConfig, info: environment.RankInfo,
         resources["GPU"] = float(config.gpus_per_worker)
     os.chdir(config.base_dir)
     local_directory = os.path.expandvars(config.local_directory) if config.local_directory else None
-    async with Worker(address, nthreads=config.threads_per_worker, resources=resources,
-                      name=f"rank-{info.rank}", local_directory=local_directory,
-                      death_timeout=120, host=_host(config), interface=config.interface,
-                      protocol=config.transport, memory_limit=config.memory_limit or "auto",
-                      dashboard=False) as worker:
-        log.info("worker %s (local index %d, resources %s) on %s", worker.address, local_index,
-                 resources, info.host)
+    async with Worker(
+        address,
+        nthreads=config.threads_per_worker,
+        resources=resources,
+        name=f"rank-{info.rank}",
+        local_directory=local_directory,
+        death_timeout=120,
+        host=_host(config),
+        interface=config.interface,
+        protocol=config.transport,
+        memory_limit=config.memory_limit or "auto",
+        dashboard=False,
+    ) as worker:
+        log.info(
+            "worker %s (local index %d, resources %s) on %s",
+            worker.address,
+            local_index,
+            resources,
+            info.host,
+        )
         await worker.finished()
     return 0
 
@@ -151,15 +175,27 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         started = time.monotonic()
         client.wait_for_workers(config.workers_expected, timeout=config.worker_wait_timeout)
         slots = sum(client.nthreads().values())
-        log.info("run %s: %d workers, %d slots ready after %.1fs", run_id,
-                 len(client.nthreads()), slots, time.monotonic() - started)
+        log.info(
+            "run %s: %d workers, %d slots ready after %.1fs",
+            run_id,
+            len(client.nthreads()),
+            slots,
+            time.monotonic() - started,
+        )
         deadline = None
         walltime = json.loads((run_dir / "run.json").read_text()).get("walltime")
         if walltime:
             # The allocation started about when the bootstrap did.
             deadline = _started + float(walltime)
-        summary = drive(prepared, db, run_id, client, slots, deadline=deadline,
-                        drain_margin=min(30.0, 0.1 * float(walltime or 0)))
+        summary = drive(
+            prepared,
+            db,
+            run_id,
+            client,
+            slots,
+            deadline=deadline,
+            drain_margin=min(30.0, 0.1 * float(walltime or 0)),
+        )
         prepared.memo.close()
         log.info("run %s finished: %s", run_id, summary.totals)
         return 0

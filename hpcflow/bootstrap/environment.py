@@ -67,8 +67,9 @@ def detect(use_mpi: bool = True) -> RankInfo:
                 if env_info is not None and env_info.size == comm.Get_size():
                     # Logical nodes on one host share memory; the launcher knows the node rank.
                     local = env_info.local_rank
-                return RankInfo(comm.Get_rank(), comm.Get_size(), local, socket.gethostname(),
-                                job_id(), comm)
+                return RankInfo(
+                    comm.Get_rank(), comm.Get_size(), local, socket.gethostname(), job_id(), comm
+                )
         except ImportError:
             log.debug("mpi4py is not installed; ranks come from the launcher's variables")
         except Exception as exc:  # an MPI library that cannot initialise: use the variables

@@ -30,8 +30,12 @@ def command(run: str) -> None:
             for backend, ids in by_backend.items():
                 get_backend(backend).cancel(ids)
                 for native_id in ids:
-                    db.update_allocation(native_id, AllocationState.CANCELLED.value, None,
-                                         "cancelled by hpcflow cancel")
+                    db.update_allocation(
+                        native_id,
+                        AllocationState.CANCELLED.value,
+                        None,
+                        "cancelled by hpcflow cancel",
+                    )
             click.echo(f"cancelled allocation(s) {', '.join(a.native_id for a in allocations)}")
     pid = meta.get("pid")
     if meta.get("status") in ("running", "submitted", "created") and isinstance(pid, int):

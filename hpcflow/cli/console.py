@@ -18,13 +18,23 @@ from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
 
 STATE_STYLE = {
-    st.SUCCEEDED: "green", st.CACHED: "cyan", st.RUNNING: "yellow", st.PENDING: "white",
-    st.FAILED: "red", st.SKIPPED: "magenta", st.CANCELLED: "red",
+    st.SUCCEEDED: "green",
+    st.CACHED: "cyan",
+    st.RUNNING: "yellow",
+    st.PENDING: "white",
+    st.FAILED: "red",
+    st.SKIPPED: "magenta",
+    st.CANCELLED: "red",
 }
 
 
-def counts_table(counts: dict[str, dict[str, int]], order: Iterable[str], *,
-                 title: str | None = None, eta: str | None = None) -> Table:
+def counts_table(
+    counts: dict[str, dict[str, int]],
+    order: Iterable[str],
+    *,
+    title: str | None = None,
+    eta: str | None = None,
+) -> Table:
     """One row per task name: done/running/pending/failed... and a bar."""
     table = Table(title=title, title_justify="left", expand=False, box=None, pad_edge=False)
     table.add_column("task", style="bold")
@@ -41,10 +51,15 @@ def counts_table(counts: dict[str, dict[str, int]], order: Iterable[str], *,
         total = sum(c.values())
         finished = sum(c.get(s, 0) for s in st.FINAL_STATES)
         table.add_row(
-            name, str(c.get(st.SUCCEEDED, 0)), str(c.get(st.CACHED, 0)),
-            str(c.get(st.RUNNING, 0)), str(c.get(st.PENDING, 0)),
-            str(c.get(st.FAILED, 0) + c.get(st.CANCELLED, 0)), str(c.get(st.SKIPPED, 0)),
-            ProgressBar(total=max(total, 1), completed=finished, width=16), str(total),
+            name,
+            str(c.get(st.SUCCEEDED, 0)),
+            str(c.get(st.CACHED, 0)),
+            str(c.get(st.RUNNING, 0)),
+            str(c.get(st.PENDING, 0)),
+            str(c.get(st.FAILED, 0) + c.get(st.CANCELLED, 0)),
+            str(c.get(st.SKIPPED, 0)),
+            ProgressBar(total=max(total, 1), completed=finished, width=16),
+            str(total),
         )
     if eta:
         table.caption = eta
@@ -81,7 +96,9 @@ class LiveProgress:
         self._history.append((now, done))
         eta = _eta(self._history, total - done)
         elapsed = now - self._started
-        caption = f"{done}/{total} tasks · {elapsed:.0f}s elapsed" + (f" · ETA {eta}" if eta else "")
+        caption = f"{done}/{total} tasks · {elapsed:.0f}s elapsed" + (
+            f" · ETA {eta}" if eta else ""
+        )
         self._live.update(counts_table(counts, self.order, eta=caption))
 
 
@@ -114,7 +131,9 @@ def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: i
         stderr = paths.stderr(row.slug, row.attempts)
         code = "-" if row.exit_code is None else str(row.exit_code)
         console.print(
-            Text.assemble(("✗ ", "red"), (row.id, "bold"), f"  exit {code}  attempts {row.attempts}")
+            Text.assemble(
+                ("✗ ", "red"), (row.id, "bold"), f"  exit {code}  attempts {row.attempts}"
+            )
         )
         if row.message:
             console.print(Text(f"    {row.message}"))

@@ -9,8 +9,13 @@ import click
 
 @click.command("dag")
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot"]), default="text",
-              show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "mermaid", "dot"]),
+    default="text",
+    show_default=True,
+)
 @click.option("--instances", is_flag=True, help="One node per task instance, not per task.")
 def command(workflow: Path, fmt: str, instances: bool) -> None:
     """Print the dependency graph of WORKFLOW."""
@@ -19,6 +24,9 @@ def command(workflow: Path, fmt: str, instances: bool) -> None:
     from hpcflow.spec.loader import load_workflow
 
     graph = build_graph(load_workflow(workflow), check_files=False)
-    renderer = {"text": render.render_text, "mermaid": render.render_mermaid,
-                "dot": render.render_dot}[fmt]
+    renderer = {
+        "text": render.render_text,
+        "mermaid": render.render_mermaid,
+        "dot": render.render_dot,
+    }[fmt]
     click.echo(renderer(graph, instances))

@@ -14,8 +14,9 @@ import click
 @click.argument("run")
 @click.argument("task", required=False)
 @click.option("--attempt", type=int, help="Attempt number (default: the latest).")
-@click.option("--stream", type=click.Choice(["both", "stdout", "stderr"]), default="both",
-              show_default=True)
+@click.option(
+    "--stream", type=click.Choice(["both", "stdout", "stderr"]), default="both", show_default=True
+)
 @click.option("-f", "--follow", is_flag=True, help="Keep printing as the log grows.")
 def command(run: str, task: str | None, attempt: int | None, stream: str, follow: bool) -> None:
     """Print logs of TASK (id, name or glob) in RUN; without TASK, the driver log."""
@@ -31,8 +32,10 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     with StateDB(paths.state_db, readonly=True) as db:
         rows = [r for r in db.tasks() if r.id == task or r.name == task or fnmatchcase(r.id, task)]
     if not rows:
-        raise RunError(f"no task {task!r} in run {paths.run_dir.name}",
-                       hint="`hpcflow status RUN` lists the tasks")
+        raise RunError(
+            f"no task {task!r} in run {paths.run_dir.name}",
+            hint="`hpcflow status RUN` lists the tasks",
+        )
     if len(rows) > 1 and not follow:
         for row in rows:
             click.secho(f"==> {row.id} <==", bold=True)
@@ -41,7 +44,9 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     row = rows[0]
     if follow:
         number = attempt or max(row.attempts, 1)
-        log = paths.stderr(row.slug, number) if stream == "stderr" else paths.stdout(row.slug, number)
+        log = (
+            paths.stderr(row.slug, number) if stream == "stderr" else paths.stdout(row.slug, number)
+        )
 
         def finished() -> bool:
             with StateDB(paths.state_db, readonly=True) as db:

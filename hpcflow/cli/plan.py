@@ -13,9 +13,21 @@ def print_plan(console: Console, prepared: PreparedRun) -> None:
     graph = prepared.graph
     run = prepared.decision.run
     table = Table(title=f"plan for {graph.loaded.workflow.name}", title_justify="left", box=None)
-    for column in ("#", "task", "instances", "to run", "cpus", "memory", "gpus", "walltime",
-                   "ranks", "after"):
-        table.add_column(column, justify="right" if column in ("#", "instances", "to run") else "left")
+    for column in (
+        "#",
+        "task",
+        "instances",
+        "to run",
+        "cpus",
+        "memory",
+        "gpus",
+        "walltime",
+        "ranks",
+        "after",
+    ):
+        table.add_column(
+            column, justify="right" if column in ("#", "instances", "to run") else "left"
+        )
     counts = graph.counts_by_task()
     to_run: dict[str, int] = {}
     for inst in graph.instances:
@@ -31,14 +43,22 @@ def print_plan(console: Console, prepared: PreparedRun) -> None:
         res = template.resources
         name = template.spec.name
         table.add_row(
-            str(n), name, str(counts[name]), str(to_run.get(name, 0)), str(res.cpus),
-            format_memory(res.memory) if res.memory else "-", str(res.gpus),
-            format_duration(res.walltime) if res.walltime else "-", str(res.ranks),
+            str(n),
+            name,
+            str(counts[name]),
+            str(to_run.get(name, 0)),
+            str(res.cpus),
+            format_memory(res.memory) if res.memory else "-",
+            str(res.gpus),
+            format_duration(res.walltime) if res.walltime else "-",
+            str(res.ranks),
             ", ".join(parents.get(name, [])) or "-",
         )
     console.print(table)
     total = len(graph.instances)
-    console.print(f"{prepared.decision.to_run} of {total} tasks would run; nothing was run (dry run).")
+    console.print(
+        f"{prepared.decision.to_run} of {total} tasks would run; nothing was run (dry run)."
+    )
 
 
 def _in_order(prepared: PreparedRun) -> list:  # type: ignore[type-arg]

@@ -14,8 +14,14 @@ import click
 @click.option("--partition")
 @click.option("--account")
 @click.option("--walltime")
-def command(workflow: Path, profile: str, nodes: int | None, partition: str | None,
-            account: str | None, walltime: str | None) -> None:
+def command(
+    workflow: Path,
+    profile: str,
+    nodes: int | None,
+    partition: str | None,
+    account: str | None,
+    walltime: str | None,
+) -> None:
     """Print the batch script for WORKFLOW (the run id is a placeholder until submitted)."""
     from hpcflow.backends.registry import get_backend
     from hpcflow.dag.graph import build_graph
@@ -25,8 +31,9 @@ def command(workflow: Path, profile: str, nodes: int | None, partition: str | No
     from hpcflow.store.paths import RunPaths, StateRoot
 
     overrides = {"nodes": nodes, "partition": partition, "account": account, "walltime": walltime}
-    resolved = resolve_profile(profile, overrides=overrides,
-                               flags={k: f"--{k}" for k in overrides}).profile
+    resolved = resolve_profile(
+        profile, overrides=overrides, flags={k: f"--{k}" for k in overrides}
+    ).profile
     graph = build_graph(load_workflow(workflow), check_files=False)
     run_id = "RUN_ID"
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)

@@ -17,27 +17,52 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 @click.command("run")
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--profile", envvar="HPCFLOW_PROFILE", default=None,
-              help="Where to run: a site profile name or file (`hpcflow profiles list`). "
-              "Default: local, or the current allocation when run inside one.")
-@click.option("--detach", is_flag=True, help="Batch profiles: return once the allocation is submitted.")
+@click.option(
+    "--profile",
+    envvar="HPCFLOW_PROFILE",
+    default=None,
+    help="Where to run: a site profile name or file (`hpcflow profiles list`). "
+    "Default: local, or the current allocation when run inside one.",
+)
+@click.option(
+    "--detach", is_flag=True, help="Batch profiles: return once the allocation is submitted."
+)
 @click.option("--nodes", type=click.IntRange(min=1), help="Batch profiles: nodes to allocate.")
 @click.option("--partition", help="Batch profiles: partition (queue).")
 @click.option("--account", help="Batch profiles: account to charge.")
 @click.option("--walltime", help="Batch profiles: allocation walltime, e.g. 2h or 1:00:00.")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Run directory (default: .hpcflow/runs/RUN_ID beside the workflow).")
+@click.option(
+    "--run-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Run directory (default: .hpcflow/runs/RUN_ID beside the workflow).",
+)
 @click.option("--force", is_flag=True, help="Run every task, even those up to date.")
-@click.option("--rerun", multiple=True, metavar="PATTERN",
-              help="Run tasks whose id or name matches (glob), and what depends on them.")
+@click.option(
+    "--rerun",
+    multiple=True,
+    metavar="PATTERN",
+    help="Run tasks whose id or name matches (glob), and what depends on them.",
+)
 @click.option("--workers", type=click.IntRange(min=1), help="Local worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
-def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None, partition: str | None,
-            account: str | None, walltime: str | None, run_dir: Path | None, force: bool,
-            rerun: tuple[str, ...], workers: int | None, threads: int | None, dry_run: bool,
-            quiet: bool) -> None:
+def command(
+    workflow: Path,
+    profile: str | None,
+    detach: bool,
+    nodes: int | None,
+    partition: str | None,
+    account: str | None,
+    walltime: str | None,
+    run_dir: Path | None,
+    force: bool,
+    rerun: tuple[str, ...],
+    workers: int | None,
+    threads: int | None,
+    dry_run: bool,
+    quiet: bool,
+) -> None:
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
     from rich.console import Console
 
@@ -59,7 +84,9 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
             layout = None
     resolved = resolve_profile(profile or "local", overrides=overrides, flags=flags).profile
     out = Console(stderr=False)
-    options = RunOptions(run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads)
+    options = RunOptions(
+        run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads
+    )
     prepared = prepare(workflow, options, take_lock=not dry_run)
     if dry_run:
         from hpcflow.cli.plan import print_plan
@@ -71,26 +98,43 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
     signal.signal(signal.SIGTERM, _raise_interrupt)
     live = not quiet and out.is_terminal
     progress = ui.LiveProgress(out, order)
+
     def run_it(observer):  # type: ignore[no-untyped-def]
         if layout is not None:
             from hpcflow.backends.registry import get_backend
             from hpcflow.runtime.pilot import run_pilot
 
             slurm = resolve_profile("slurm", overrides=overrides, flags=flags).profile
-            return run_pilot(prepared, options, slurm, get_backend("allocation"),
-                             observer=observer, layout=layout)
+            return run_pilot(
+                prepared,
+                options,
+                slurm,
+                get_backend("allocation"),
+                observer=observer,
+                layout=layout,
+            )
         if resolved.backend == "local":
             return execute(prepared, options, observer=observer)
         from hpcflow.backends.registry import get_backend
         from hpcflow.runtime.pilot import run_pilot
 
         def submitted(native_id: str, paths) -> None:  # type: ignore[no-untyped-def]
-            out.print(f"submitted allocation {native_id} ({resolved.backend}) · run dir "
-                      f"{paths.run_dir}", highlight=False, soft_wrap=True)
+            out.print(
+                f"submitted allocation {native_id} ({resolved.backend}) · run dir {paths.run_dir}",
+                highlight=False,
+                soft_wrap=True,
+            )
 
         backend = get_backend(resolved.backend, profile=resolved)
-        return run_pilot(prepared, options, resolved, backend,
-                         observer=observer, detach=detach, on_submit=submitted)
+        return run_pilot(
+            prepared,
+            options,
+            resolved,
+            backend,
+            observer=observer,
+            detach=detach,
+            on_submit=submitted,
+        )
 
     if live and not detach:
         with progress:
@@ -116,8 +160,10 @@ def command(workflow: Path, profile: str | None, detach: bool, nodes: int | None
     cached = sum(c.get(st.CACHED, 0) for c in counts.values())
     out.print(
         f"[{style}]{verdict}[/{style}]: {done} ran, {cached} up to date, "
-        f"{len(failed_rows)} failed of {total} tasks in {summary.elapsed:.1f}s · run dir {paths.run_dir}",
-        highlight=False, soft_wrap=True,
+        f"{len(failed_rows)} failed of {total} tasks in {summary.elapsed:.1f}s "
+        f"· run dir {paths.run_dir}",
+        highlight=False,
+        soft_wrap=True,
     )
     if summary.cancelled:
         sys.exit(130)

@@ -28,6 +28,11 @@ def command(last: int) -> None:
         except RunError:
             continue
         total = sum(sum(c.values()) for c in view.counts.values())
-        table.add_row(entry.run_id, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started)),
-                      view.status, str(total), entry.workflow)
+        table.add_row(
+            entry.run_id,
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started)),
+            view.status,
+            str(total),
+            entry.workflow,
+        )
     Console().print(table)

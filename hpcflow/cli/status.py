@@ -29,32 +29,53 @@ def command(run: str | None, as_json: bool) -> None:
         running = db.tasks(states=(st.RUNNING,))
         allocations = db.allocations()
     status = view.status
-    if (allocations and status in ("submitted", "running", "interrupted")
-            and all(AllocationState(a.state).final for a in allocations)):
+    if (
+        allocations
+        and status in ("submitted", "running", "interrupted")
+        and all(AllocationState(a.state).final for a in allocations)
+    ):
         status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
     if as_json:
-        click.echo(json.dumps({
-            "run_id": view.meta.get("run_id"),
-            "run_dir": str(paths.run_dir),
-            "status": status,
-            "workflow": view.meta.get("workflow"),
-            "started": view.meta.get("started"),
-            "ended": view.meta.get("ended"),
-            "counts": view.counts,
-            "failed": [
-                {"id": r.id, "exit_code": r.exit_code, "attempts": r.attempts, "message": r.message,
-                 "stderr": str(paths.stderr(r.slug, r.attempts))}
-                for r in failed
-            ],
-            "running": [{"id": r.id, "host": r.host, "started": r.started} for r in running],
-            "allocations": [
-                {"native_id": a.native_id, "backend": a.backend, "state": a.state,
-                 "native_state": a.native_state, "reason": a.reason, "stdout": a.stdout,
-                 "stderr": a.stderr}
-                for a in allocations
-            ],
-            "error": view.meta.get("error"),
-        }, indent=2))
+        click.echo(
+            json.dumps(
+                {
+                    "run_id": view.meta.get("run_id"),
+                    "run_dir": str(paths.run_dir),
+                    "status": status,
+                    "workflow": view.meta.get("workflow"),
+                    "started": view.meta.get("started"),
+                    "ended": view.meta.get("ended"),
+                    "counts": view.counts,
+                    "failed": [
+                        {
+                            "id": r.id,
+                            "exit_code": r.exit_code,
+                            "attempts": r.attempts,
+                            "message": r.message,
+                            "stderr": str(paths.stderr(r.slug, r.attempts)),
+                        }
+                        for r in failed
+                    ],
+                    "running": [
+                        {"id": r.id, "host": r.host, "started": r.started} for r in running
+                    ],
+                    "allocations": [
+                        {
+                            "native_id": a.native_id,
+                            "backend": a.backend,
+                            "state": a.state,
+                            "native_state": a.native_state,
+                            "reason": a.reason,
+                            "stdout": a.stdout,
+                            "stderr": a.stderr,
+                        }
+                        for a in allocations
+                    ],
+                    "error": view.meta.get("error"),
+                },
+                indent=2,
+            )
+        )
         return
     out = Console()
     started = view.meta.get("started")
@@ -65,14 +86,20 @@ def command(run: str | None, as_json: bool) -> None:
     out.print(f"run dir  {paths.run_dir}", highlight=False, soft_wrap=True)
     for a in allocations:
         reason = f" — {a.reason}" if a.reason else ""
-        out.print(f"allocation {a.native_id} ({a.backend}): {a.native_state or a.state}{reason}",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"allocation {a.native_id} ({a.backend}): {a.native_state or a.state}{reason}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if view.meta.get("error"):
         out.print(f"[red]error:[/red] {view.meta['error']}", highlight=False, soft_wrap=True)
     out.print(ui.counts_table(view.counts, view.order))
     if running:
-        out.print(f"running: {', '.join(r.id for r in running[:10])}"
-                  + (" …" if len(running) > 10 else ""), highlight=False)
+        out.print(
+            f"running: {', '.join(r.id for r in running[:10])}"
+            + (" …" if len(running) > 10 else ""),
+            highlight=False,
+        )
     if failed:
         ui.failures(out, paths, failed)
 
@@ -95,8 +122,9 @@ def _refresh_allocations(paths) -> None:  # type: ignore[no-untyped-def]
             for backend_name, ids in active.items():
                 answer = get_backend(backend_name).poll(ids)
                 for native_id, found in answer.items():
-                    db.update_allocation(native_id, found.state.value, found.native_state,
-                                         found.reason)
+                    db.update_allocation(
+                        native_id, found.state.value, found.native_state, found.reason
+                    )
     except (HpcflowError, OSError) as exc:
         logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
     except Exception as exc:  # sqlite3 errors on a read-only run directory

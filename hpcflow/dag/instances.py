@@ -53,7 +53,9 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
     base_dir = str(loaded.base_dir)
     out = []
     for spec in workflow.tasks:
-        resources = spec.resources.merged_over(defaults.resources) if spec.resources else defaults.resources
+        resources = (
+            spec.resources.merged_over(defaults.resources) if spec.resources else defaults.resources
+        )
         # The folder of the file is literal text (it may contain braces); the workdir
         # settings below it may hold {placeholders}.
         relative = [p for p in (workflow.workdir, defaults.workdir, spec.workdir) if p]
@@ -63,7 +65,7 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
             TaskTemplate(
                 spec=spec,
                 resources=resources,
-                retries=spec.retries or defaults.retries or RetryPolicy(),
+                retries=spec.retries or defaults.retries or RetryPolicy.model_validate({}),
                 timeout=spec.timeout if spec.timeout is not None else defaults.timeout,
                 env={**defaults.env, **spec.env},
                 workdir=workdir,

@@ -17,7 +17,9 @@ def task_edges(graph: TaskGraph) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
-def _nodes(graph: TaskGraph, instances: bool) -> tuple[list[str], list[tuple[str, str]], dict[str, str]]:
+def _nodes(
+    graph: TaskGraph, instances: bool
+) -> tuple[list[str], list[tuple[str, str]], dict[str, str]]:
     if instances:
         nodes = [graph.instances[i].id for i in graph.order]
         edges = [(graph.instances[d].id, inst.id) for inst in graph.instances for d in inst.deps]

@@ -11,13 +11,27 @@ from collections.abc import Sequence
 from hpcflow.errors import ProfileError
 
 
-def bootstrap_argv(launcher: str, python: str, run_dir: str, ntasks: int, *, mpi: str = "pmix",
-                   extra: Sequence[str] = ()) -> list[str]:
+def bootstrap_argv(
+    launcher: str,
+    python: str,
+    run_dir: str,
+    ntasks: int,
+    *,
+    mpi: str = "pmix",
+    extra: Sequence[str] = (),
+) -> list[str]:
     """The command that runs the bootstrap on all ``ntasks`` ranks."""
     entry = [python, "-m", "hpcflow.bootstrap", run_dir]
     if launcher == "srun":
         # --kill-on-bad-exit=0: one dying worker must not take the scheduler and driver down.
-        return ["srun", f"--mpi={mpi}", f"--ntasks={ntasks}", "--kill-on-bad-exit=0", *extra, *entry]
+        return [
+            "srun",
+            f"--mpi={mpi}",
+            f"--ntasks={ntasks}",
+            "--kill-on-bad-exit=0",
+            *extra,
+            *entry,
+        ]
     if launcher == "mpirun":
         return ["mpirun", "-n", str(ntasks), *extra, *entry]
     if launcher == "single":
@@ -31,8 +45,14 @@ def task_prefix(launcher: str, ranks: int, nodes: int | None, *, mpi: str = "pmi
         # --overlap and --mem=0: the pilot step holds every CPU and all memory; the task's
         # step shares them (without --mem=0 SLURM answers "Memory required by task is not
         # available").
-        prefix = ["srun", "--overlap", "--mem=0", f"--mpi={mpi}", f"--ntasks={ranks}",
-                  "--cpus-per-task=1"]
+        prefix = [
+            "srun",
+            "--overlap",
+            "--mem=0",
+            f"--mpi={mpi}",
+            f"--ntasks={ranks}",
+            "--cpus-per-task=1",
+        ]
         if nodes:
             prefix.append(f"--nodes={nodes}")
         return prefix

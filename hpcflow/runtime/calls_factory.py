@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hpcflow.dag.graph import TaskGraph
@@ -72,9 +73,19 @@ class CallFactory:
         """A hash of everything that defines what the task does (not of its input data)."""
         kind, command, argv = self.action(inst)
         spec = self.graph.template(inst).spec
-        payload = [kind, command, argv, spec.python, _jsonable(inst.params) if kind == "python" else None,
-                   self.env(inst), inst.workdir, list(inst.outputs)]
-        return hashlib.sha1(json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False).hexdigest()
+        payload = [
+            kind,
+            command,
+            argv,
+            spec.python,
+            _jsonable(inst.params) if kind == "python" else None,
+            self.env(inst),
+            inst.workdir,
+            list(inst.outputs),
+        ]
+        return hashlib.sha1(
+            json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False
+        ).hexdigest()
 
     def slug(self, inst: TaskInstance) -> str:
         """The task's folder name (cached: computed once per task)."""
@@ -94,10 +105,11 @@ class CallFactory:
         resources = template.resources
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
-            prefix = task_prefix(self.mpi_launcher or "", resources.ranks, resources.nodes,
-                                 mpi=self.mpi)
+            prefix = task_prefix(
+                self.mpi_launcher or "", resources.ranks, resources.nodes, mpi=self.mpi
+            )
             if prefix:
-                argv = [*prefix, *(argv if kind == "argv" else ["bash", "-c", command or ""])]
+                argv = [*prefix, *(argv or [] if kind == "argv" else ["bash", "-c", command or ""])]
                 kind, command = "argv", None
         return TaskCall(
             index=inst.index,
@@ -119,6 +131,8 @@ class CallFactory:
         )
 
 
-def _jsonable(params: dict[str, object]) -> dict[str, object]:
-    return {k: (v if isinstance(v, str | int | float | bool | list) else value_text(v))
-            for k, v in params.items()}
+def _jsonable(params: Mapping[str, object]) -> dict[str, object]:
+    return {
+        k: (v if isinstance(v, str | int | float | bool | list) else value_text(v))
+        for k, v in params.items()
+    }

@@ -141,8 +141,11 @@ class Driver:
             self._submit_ready()
             if self._inflight == 0 and not self._retry_heap:
                 if self._held:
-                    log.warning("walltime drain: %d ready tasks cannot finish before the "
-                                "allocation ends; stopping", len(self._held))
+                    log.warning(
+                        "walltime drain: %d ready tasks cannot finish before the "
+                        "allocation ends; stopping",
+                        len(self._held),
+                    )
                 else:
                     # Nothing can make progress (should not happen: the graph is acyclic).
                     log.error("driver stalled with %d tasks remaining", self.remaining)
@@ -210,8 +213,11 @@ class Driver:
         if self.deadline is not None:
             self._queued_seconds += sum(self._estimate(i) for i in chunk)
         future = self.client.submit(
-            run_chunk, calls, key=f"hpcflow-chunk-{next(self._chunk_ids)}",
-            resources=key.dask_resources(), pure=False,
+            run_chunk,
+            calls,
+            key=f"hpcflow-chunk-{next(self._chunk_ids)}",
+            resources=key.dask_resources(),
+            pure=False,
         )
         self._calls_by_key[future.key] = calls  # kept to report a lost chunk
         self._inflight += 1
@@ -228,8 +234,15 @@ class Driver:
                 now = time.time()
                 log.warning("chunk of %d tasks lost: %s", len(calls), exc)
                 outcomes.extend(
-                    Outcome(c.index, c.attempt, "failed", None, now, now,
-                            message=f"worker lost: {type(exc).__name__}: {exc}"[:500])
+                    Outcome(
+                        c.index,
+                        c.attempt,
+                        "failed",
+                        None,
+                        now,
+                        now,
+                        message=f"worker lost: {type(exc).__name__}: {exc}"[:500],
+                    )
                     for c in calls
                 )
         records: list[st.AttemptRecord] = []
@@ -244,9 +257,13 @@ class Driver:
             if out.state == "succeeded":
                 state = st.SUCCEEDED
                 memo.append(
-                    MemoEntry(self.graph.instances[i].id,
-                              self.factory.fingerprint(self.graph.instances[i]),
-                              out.inputs_sig, out.outputs_sig, self.run_id)
+                    MemoEntry(
+                        self.graph.instances[i].id,
+                        self.factory.fingerprint(self.graph.instances[i]),
+                        out.inputs_sig,
+                        out.outputs_sig,
+                        self.run_id,
+                    )
                 )
             elif out.state == "cancelled":
                 state = st.CANCELLED
@@ -257,11 +274,21 @@ class Driver:
                 if retry:
                     delay = policy.delay(self.attempt[i])
                     heapq.heappush(self._retry_heap, (time.monotonic() + delay, i))
-                    log.info("retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay,
-                             out.message)
+                    log.info(
+                        "retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay, out.message
+                    )
             records.append(
-                st.AttemptRecord(i, out.attempt, out.state, out.exit_code, out.started,
-                                 out.ended, out.peak_rss, out.host, out.message)
+                st.AttemptRecord(
+                    i,
+                    out.attempt,
+                    out.state,
+                    out.exit_code,
+                    out.started,
+                    out.ended,
+                    out.peak_rss,
+                    out.host,
+                    out.message,
+                )
             )
             new_states[i] = state
         self.db.record_attempts(records, new_states)
@@ -281,7 +308,9 @@ class Driver:
                 self.remaining -= 1
                 skipped.extend(self._skip_downstream(i))
         if skipped:
-            self.db.set_states(((i, st.SKIPPED) for i in skipped), message="an upstream task failed")
+            self.db.set_states(
+                ((i, st.SKIPPED) for i in skipped), message="an upstream task failed"
+            )
 
     def _skip_downstream(self, i: int) -> list[int]:
         out = []

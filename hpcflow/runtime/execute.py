@@ -85,8 +85,16 @@ def run_chunk(calls: list[TaskCall]) -> list[Outcome]:
         if LIVE.cancelled:
             now = time.time()
             outcomes.append(
-                Outcome(call.index, call.attempt, "cancelled", None, now, now, host=_HOST,
-                        message="run cancelled")
+                Outcome(
+                    call.index,
+                    call.attempt,
+                    "cancelled",
+                    None,
+                    now,
+                    now,
+                    host=_HOST,
+                    message="run cancelled",
+                )
             )
             continue
         outcomes.append(run_call(call))
@@ -100,8 +108,14 @@ def run_call(call: TaskCall) -> Outcome:
         ensure_dir(os.path.dirname(call.stdout))
         inputs_sig, missing = file_signatures(call.inputs)
         if missing:
-            return _finish(call, started, "failed", None, None,
-                           "missing input files: " + ", ".join(missing[:5]))
+            return _finish(
+                call,
+                started,
+                "failed",
+                None,
+                None,
+                "missing input files: " + ", ".join(missing[:5]),
+            )
         ensure_dir(call.workdir)
         for path in call.outputs:
             # A stale file must never pass for this attempt's output.
@@ -124,18 +138,42 @@ def run_call(call: TaskCall) -> Outcome:
         return _finish(call, started, "failed", exit_code, peak, message)
     outputs_sig, missing = file_signatures(call.outputs)
     if missing:
-        return _finish(call, started, "failed", exit_code, peak,
-                       "exited 0 but did not create: " + ", ".join(missing[:5]))
-    outcome = Outcome(call.index, call.attempt, "succeeded", 0, started, time.time(), peak,
-                      _HOST, None, inputs_sig, outputs_sig)
+        return _finish(
+            call,
+            started,
+            "failed",
+            exit_code,
+            peak,
+            "exited 0 but did not create: " + ", ".join(missing[:5]),
+        )
+    outcome = Outcome(
+        call.index,
+        call.attempt,
+        "succeeded",
+        0,
+        started,
+        time.time(),
+        peak,
+        _HOST,
+        None,
+        inputs_sig,
+        outputs_sig,
+    )
     return outcome
 
 
-def _finish(call: TaskCall, started: float, state: str, exit_code: int | None,
-            peak: int | None, message: str | None) -> Outcome:
+def _finish(
+    call: TaskCall,
+    started: float,
+    state: str,
+    exit_code: int | None,
+    peak: int | None,
+    message: str | None,
+) -> Outcome:
     quarantine_outputs(call)
-    return Outcome(call.index, call.attempt, state, exit_code, started, time.time(), peak,
-                   _HOST, message)
+    return Outcome(
+        call.index, call.attempt, state, exit_code, started, time.time(), peak, _HOST, message
+    )
 
 
 _KNOWN_DIRS: set[str] = set()
@@ -186,8 +224,14 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     elif call.kind == "argv":
         argv = list(call.argv or [])
     else:
-        argv = [sys.executable, "-m", "hpcflow.runtime.pycall", call.python or "",
-                json.dumps(call.kwargs or {}), call.result]
+        argv = [
+            sys.executable,
+            "-m",
+            "hpcflow.runtime.pycall",
+            call.python or "",
+            json.dumps(call.kwargs or {}),
+            call.result,
+        ]
     env = None
     if call.env:
         env = dict(os.environ)
@@ -198,8 +242,14 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         err = os.open(call.stderr, flags, 0o644)
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=call.workdir,
-                env=env, start_new_session=True, close_fds=True,
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                cwd=call.workdir,
+                env=env,
+                start_new_session=True,
+                close_fds=True,
             )
         finally:
             os.close(err)
@@ -210,11 +260,13 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     timer = None
     timed_out = threading.Event()
     if call.timeout is not None:
+
         def _expire() -> None:
             timed_out.set()
             _signal_group(pgid, signal.SIGTERM)
             time.sleep(1.0)
             _signal_group(pgid, signal.SIGKILL)
+
         timer = threading.Timer(call.timeout, _expire)
         timer.daemon = True
         timer.start()

@@ -43,14 +43,22 @@ class PilotPlan:
     config: PilotConfig
 
 
-def plan_pilot(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path, number: int = 1,
-               python: str | None = None) -> PilotPlan:
+def plan_pilot(
+    profile: Profile,
+    paths: RunPaths,
+    run_id: str,
+    base_dir: Path,
+    number: int = 1,
+    python: str | None = None,
+) -> PilotPlan:
     """Turn a profile into an allocation request and the ranks' configuration."""
     gpus = profile.gpus_per_node
     if profile.workers_per_node == "per-gpu":
         if gpus < 1:
-            raise ProfileError("workers_per_node: per-gpu needs gpus_per_node ≥ 1",
-                               hint="set gpus_per_node in the profile")
+            raise ProfileError(
+                "workers_per_node: per-gpu needs gpus_per_node ≥ 1",
+                hint="set gpus_per_node in the profile",
+            )
         per_node = gpus
     else:
         per_node = int(profile.workers_per_node)
@@ -59,8 +67,9 @@ def plan_pilot(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path, n
     workers = profile.nodes * per_node
     ntasks = workers + 2
     interpreter = profile.python or sys.executable
-    command = bootstrap_argv(profile.launcher, interpreter, str(paths.run_dir), ntasks,
-                             mpi=profile.mpi)
+    command = bootstrap_argv(
+        profile.launcher, interpreter, str(paths.run_dir), ntasks, mpi=profile.mpi
+    )
     setup = [f"module load {module}" for module in profile.modules] + list(profile.setup)
     request = AllocationRequest(
         run_id=run_id,
@@ -101,26 +110,54 @@ def plan_pilot(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path, n
     return PilotPlan(request, config)
 
 
-def plan_in_allocation(profile: Profile, paths: RunPaths, run_id: str, base_dir: Path,
-                       layout: dict[str, int], number: int = 1) -> PilotPlan:
+def plan_in_allocation(
+    profile: Profile,
+    paths: RunPaths,
+    run_id: str,
+    base_dir: Path,
+    layout: dict[str, int],
+    number: int = 1,
+) -> PilotPlan:
     """The plan for the allocation we already run in: its ranks, as they are."""
     ntasks = layout["ntasks"]
     gpus = layout["gpus_per_node"]
-    base = plan_pilot(profile.model_copy(update={
-        "nodes": layout["nodes"], "gpus_per_node": gpus, "workers_per_node": 1,
-        "cpus_per_node": layout["cpus_per_task"], "threads_per_worker": layout["cpus_per_task"],
-    }), paths, run_id, base_dir, number)
-    command = bootstrap_argv(profile.launcher, profile.python or sys.executable,
-                             str(paths.run_dir), ntasks, mpi=profile.mpi)
+    base = plan_pilot(
+        profile.model_copy(
+            update={
+                "nodes": layout["nodes"],
+                "gpus_per_node": gpus,
+                "workers_per_node": 1,
+                "cpus_per_node": layout["cpus_per_task"],
+                "threads_per_worker": layout["cpus_per_task"],
+            }
+        ),
+        paths,
+        run_id,
+        base_dir,
+        number,
+    )
+    command = bootstrap_argv(
+        profile.launcher,
+        profile.python or sys.executable,
+        str(paths.run_dir),
+        ntasks,
+        mpi=profile.mpi,
+    )
     request = replace(base.request, command=command, ntasks=ntasks)
-    config = replace(base.config, workers_expected=ntasks - 2,
-                     gpus_per_worker=1 if gpus else 0)
+    config = replace(base.config, workers_expected=ntasks - 2, gpus_per_worker=1 if gpus else 0)
     return PilotPlan(request, config)
 
 
-def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st.StateDB,
-                      number: int, *, retries: int = 3,
-                      sleep: Callable[[float], None] = time.sleep) -> str:
+def submit_allocation(
+    backend: Backend,
+    plan: PilotPlan,
+    paths: RunPaths,
+    db: st.StateDB,
+    number: int,
+    *,
+    retries: int = 3,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
     """Render, write and submit; transient failures are retried with backoff."""
     script = backend.render(plan.request)
     path = paths.allocation_script(number)
@@ -137,46 +174,76 @@ def submit_allocation(backend: Backend, plan: PilotPlan, paths: RunPaths, db: st
             log.warning("submission failed (%s); retrying in %.0fs", exc.message, delay)
             sleep(delay)
             delay = min(delay * 2, 30.0)
-    db.add_allocation(st.AllocationRow(native_id, number, backend.name, AllocationState.QUEUED.value,
-                                       None, None, time.time(), None, str(path),
-                                       str(plan.request.stdout), str(plan.request.stderr)))
+    db.add_allocation(
+        st.AllocationRow(
+            native_id,
+            number,
+            backend.name,
+            AllocationState.QUEUED.value,
+            None,
+            None,
+            time.time(),
+            None,
+            str(path),
+            str(plan.request.stdout),
+            str(plan.request.stderr),
+        )
+    )
     log.info("allocation %d submitted as %s %s", number, backend.name, native_id)
     return native_id
 
 
-def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, backend: Backend, *,
-              observer: Observer | None = None, detach: bool = False,
-              poller_factory: Callable[[Backend, Profile], Poller] | None = None,
-              on_submit: Callable[[str, RunPaths], None] | None = None,
-              layout: dict[str, int] | None = None) -> RunSummary:
+def run_pilot(
+    prepared: PreparedRun,
+    options: RunOptions,
+    profile: Profile,
+    backend: Backend,
+    *,
+    observer: Observer | None = None,
+    detach: bool = False,
+    poller_factory: Callable[[Backend, Profile], Poller] | None = None,
+    on_submit: Callable[[str, RunPaths], None] | None = None,
+    layout: dict[str, int] | None = None,
+) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
     started = time.time()
     graph = prepared.graph
     db: st.StateDB | None = None
     handler = None
     try:
-        run_id, paths, db = create_run(prepared, options, backend=profile.backend,
-                                       extra={"profile": profile.name, "mode": "pilot",
-                                              "walltime": profile.walltime})
+        run_id, paths, db = create_run(
+            prepared,
+            options,
+            backend=profile.backend,
+            extra={"profile": profile.name, "mode": "pilot", "walltime": profile.walltime},
+        )
         handler = log_to(paths.driver_log)
         if layout is not None:
             plan = plan_in_allocation(profile, paths, run_id, graph.loaded.base_dir, layout)
         else:
             plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
-        check_capacity(graph, prepared.decision.run, plan.config.threads_per_worker,
-                       plan.config.gpus_per_worker, where=f"profile {profile.name!r}",
-                       mpi_wrapped=profile.launcher != "single")
+        check_capacity(
+            graph,
+            prepared.decision.run,
+            plan.config.threads_per_worker,
+            plan.config.gpus_per_worker,
+            where=f"profile {profile.name!r}",
+            mpi_wrapped=profile.launcher != "single",
+        )
         if prepared.decision.to_run == 0:
             db.set_meta(status="succeeded", ended=time.time())
-            return RunSummary(run_id, paths, {st.CACHED: len(graph.instances)},
-                              elapsed=time.time() - started)
+            return RunSummary(
+                run_id, paths, {st.CACHED: len(graph.instances)}, elapsed=time.time() - started
+            )
         plan.config.write(paths.pilot_config)
         try:
-            native_id = submit_allocation(backend, plan, paths, db, 1,
-                                          retries=profile.submit_retries)
+            native_id = submit_allocation(
+                backend, plan, paths, db, 1, retries=profile.submit_retries
+            )
         except BaseException as exc:
-            db.set_meta(status="failed", error=f"submission failed: {exc}"[:2000],
-                        ended=time.time())
+            db.set_meta(
+                status="failed", error=f"submission failed: {exc}"[:2000], ended=time.time()
+            )
             raise
         db.set_meta(status="submitted")
         if on_submit:
@@ -184,8 +251,9 @@ def run_pilot(prepared: PreparedRun, options: RunOptions, profile: Profile, back
         if detach:
             return RunSummary(run_id, paths, {"submitted": 1}, elapsed=time.time() - started)
         poller = (poller_factory or _default_poller)(backend, profile)
-        return _follow(db, paths, run_id, backend, poller, profile, plan, native_id, observer,
-                       started)
+        return _follow(
+            db, paths, run_id, backend, poller, profile, plan, native_id, observer, started
+        )
     finally:
         if db is not None:
             db.close()
@@ -202,15 +270,27 @@ def _default_poller(backend: Backend, profile: Profile) -> Poller:
         return Poller(backend, interval=0.2, initial_delay=0.2, max_interval=1.0)
     # A controller that stops answering (restart, overload) must not end the run: keep
     # backing off and asking; the allocation runs on without us.
-    return Poller(backend, interval=profile.poll_interval,
-                  initial_delay=min(1.0, profile.poll_interval),
-                  max_interval=max(profile.max_poll_interval, profile.poll_interval),
-                  max_failures=1_000_000)
+    return Poller(
+        backend,
+        interval=profile.poll_interval,
+        initial_delay=min(1.0, profile.poll_interval),
+        max_interval=max(profile.max_poll_interval, profile.poll_interval),
+        max_failures=1_000_000,
+    )
 
 
-def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poller: Poller,
-            profile: Profile, plan: PilotPlan, native_id: str, observer: Observer | None,
-            started: float) -> RunSummary:
+def _follow(
+    db: st.StateDB,
+    paths: RunPaths,
+    run_id: str,
+    backend: Backend,
+    poller: Poller,
+    profile: Profile,
+    plan: PilotPlan,
+    native_id: str,
+    observer: Observer | None,
+    started: float,
+) -> RunSummary:
     """Wait for the allocation; continue it after a walltime stop when the profile says so."""
     number = 1
     current = native_id
@@ -221,7 +301,9 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
             poller.poll_once()
             status = poller.latest.get(current)
             if status is not None and status != last:
-                db.update_allocation(current, status.state.value, status.native_state, status.reason)
+                db.update_allocation(
+                    current, status.state.value, status.native_state, status.reason
+                )
                 last = status
             if observer is not None:
                 observer.update(db.counts())
@@ -230,25 +312,35 @@ def _follow(db: st.StateDB, paths: RunPaths, run_id: str, backend: Backend, poll
                 finished = meta.get("status") in ("succeeded", "failed")
                 if finished:
                     break
-                stopped_early = (status.state is AllocationState.TIMEOUT
-                                 or meta.get("status") == "drained")
+                stopped_early = (
+                    status.state is AllocationState.TIMEOUT or meta.get("status") == "drained"
+                )
                 if stopped_early and profile.resubmit and number <= profile.max_resubmits:
                     number += 1
-                    log.warning("allocation %s hit its walltime; submitting continuation %d",
-                                current, number)
+                    log.warning(
+                        "allocation %s hit its walltime; submitting continuation %d",
+                        current,
+                        number,
+                    )
                     plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
-                    current = submit_allocation(backend, plan, paths, db, number,
-                                                retries=profile.submit_retries)
+                    current = submit_allocation(
+                        backend, plan, paths, db, number, retries=profile.submit_retries
+                    )
                     poller.track([current])
                     last = None
                     continue
                 _mark_unfinished(db, "allocation ended before the run finished")
                 db.set_meta(status="failed", ended=time.time())
-                raise AllocationFailed(current, status.native_state,
-                                       status.reason or "it ended before the run finished",
-                                       [str(paths.allocation_stdout(number)),
-                                        str(paths.allocation_stderr(number)),
-                                        str(paths.driver_log)])
+                raise AllocationFailed(
+                    current,
+                    status.native_state,
+                    status.reason or "it ended before the run finished",
+                    [
+                        str(paths.allocation_stdout(number)),
+                        str(paths.allocation_stderr(number)),
+                        str(paths.driver_log),
+                    ],
+                )
             time.sleep(0.2)
     except KeyboardInterrupt:
         log.warning("cancelling allocation %s", current)
@@ -264,8 +356,9 @@ def _mark_unfinished(db: st.StateDB, message: str) -> None:
     db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
 
 
-def _summary(db: st.StateDB, paths: RunPaths, run_id: str, started: float,
-             cancelled: bool = False) -> RunSummary:
+def _summary(
+    db: st.StateDB, paths: RunPaths, run_id: str, started: float, cancelled: bool = False
+) -> RunSummary:
     totals: dict[str, int] = {}
     for counts in db.counts().values():
         for state, n in counts.items():

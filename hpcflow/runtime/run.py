@@ -93,8 +93,14 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
 
 
-def check_capacity(graph: TaskGraph, run: list[bool], max_cpus: int, gpus: int,
-                   where: str = "the local cluster", mpi_wrapped: bool = False) -> None:
+def check_capacity(
+    graph: TaskGraph,
+    run: list[bool],
+    max_cpus: int,
+    gpus: int,
+    where: str = "the local cluster",
+    mpi_wrapped: bool = False,
+) -> None:
     """Refuse, before anything runs, tasks that can never fit on this cluster."""
     for inst in graph.instances:
         if not run[inst.index]:
@@ -115,8 +121,13 @@ def check_capacity(graph: TaskGraph, run: list[bool], max_cpus: int, gpus: int,
             )
 
 
-def create_run(prepared: PreparedRun, options: RunOptions, *, backend: str = "local",
-               extra: dict[str, object] | None = None) -> tuple[str, RunPaths, st.StateDB]:
+def create_run(
+    prepared: PreparedRun,
+    options: RunOptions,
+    *,
+    backend: str = "local",
+    extra: dict[str, object] | None = None,
+) -> tuple[str, RunPaths, st.StateDB]:
     """Make the run directory and its state database (every task pending or cached)."""
     started = time.time()
     graph = prepared.graph
@@ -125,13 +136,27 @@ def create_run(prepared: PreparedRun, options: RunOptions, *, backend: str = "lo
     paths = _create_run_dir(prepared, options, run_id, started, backend, extra or {})
     db = st.StateDB(paths.state_db)
     db.add_tasks(
-        (inst.index, inst.id, graph.template(inst).spec.name, prepared.factory.slug(inst), inst.deps,
-         st.PENDING if run[inst.index] else st.CACHED)
+        (
+            inst.index,
+            inst.id,
+            graph.template(inst).spec.name,
+            prepared.factory.slug(inst),
+            inst.deps,
+            st.PENDING if run[inst.index] else st.CACHED,
+        )
         for inst in graph.instances
     )
-    db.set_meta(run_id=run_id, status="created", started=started, pid=os.getpid(),
-                host=socket.gethostname(), workflow=str(prepared.workflow_file.resolve()),
-                backend=backend, total=len(graph.instances), to_run=prepared.decision.to_run)
+    db.set_meta(
+        run_id=run_id,
+        status="created",
+        started=started,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        workflow=str(prepared.workflow_file.resolve()),
+        backend=backend,
+        total=len(graph.instances),
+        to_run=prepared.decision.to_run,
+    )
     write_json_atomic(paths.plan, plan_summary(prepared))
     prepared.factory.paths = paths
     return run_id, paths, db
@@ -149,37 +174,67 @@ def plan_summary(prepared: PreparedRun) -> dict[str, object]:
     tasks = []
     for template in graph.templates:
         name = template.spec.name
-        tasks.append({
-            "name": name, "kind": template.spec.kind, "instances": counts.get(name, 0),
-            "to_run": to_run.get(name, 0), "resources": template.resources.model_dump(),
-            "retries": template.retries.model_dump(), "timeout": template.timeout,
-        })
-    return {"workflow": graph.loaded.workflow.name, "total": len(graph.instances),
-            "to_run": prepared.decision.to_run, "tasks": tasks}
+        tasks.append(
+            {
+                "name": name,
+                "kind": template.spec.kind,
+                "instances": counts.get(name, 0),
+                "to_run": to_run.get(name, 0),
+                "resources": template.resources.model_dump(),
+                "retries": template.retries.model_dump(),
+                "timeout": template.timeout,
+            }
+        )
+    return {
+        "workflow": graph.loaded.workflow.name,
+        "total": len(graph.instances),
+        "to_run": prepared.decision.to_run,
+        "tasks": tasks,
+    }
 
 
-def drive(prepared: PreparedRun, db: st.StateDB, run_id: str, client: object, slots: int,
-          observer: Observer | None = None, deadline: float | None = None,
-          drain_margin: float = 30.0) -> RunSummary:
+def drive(
+    prepared: PreparedRun,
+    db: st.StateDB,
+    run_id: str,
+    client: object,
+    slots: int,
+    observer: Observer | None = None,
+    deadline: float | None = None,
+    drain_margin: float = 30.0,
+) -> RunSummary:
     """Run the pending tasks of an existing run on a connected Dask ``client``."""
     started = time.time()
     paths = prepared.factory.paths
     if paths is None:
         raise RunError("drive() needs a run directory")
     db.set_meta(status="running", driver_pid=os.getpid(), driver_host=socket.gethostname())
-    driver = Driver(prepared.graph, prepared.factory, db, prepared.memo, client, slots, run_id,
-                    observer, deadline=deadline, drain_margin=drain_margin)
+    driver = Driver(
+        prepared.graph,
+        prepared.factory,
+        db,
+        prepared.memo,
+        client,
+        slots,
+        run_id,
+        observer,
+        deadline=deadline,
+        drain_margin=drain_margin,
+    )
     attempts = [row.attempts for row in db.tasks()]
     try:
         result = driver.run(prepared.decision.run, attempts)
     except KeyboardInterrupt:
         return _finish(db, paths, run_id, RunSummary(run_id, paths, {}, cancelled=True), started)
-    summary = RunSummary(run_id, paths, result.counts, result.failed, result.cancelled,
-                         drained=result.drained)
+    summary = RunSummary(
+        run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
+    )
     return _finish(db, paths, run_id, summary, started)
 
 
-def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | None = None) -> RunSummary:
+def execute(
+    prepared: PreparedRun, options: RunOptions, observer: Observer | None = None
+) -> RunSummary:
     """Run on the embedded local cluster: create the run directory, start Dask, drive."""
     from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
 
@@ -200,8 +255,13 @@ def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | Non
             if observer:
                 observer.update(db.counts())
             return _finish(db, paths, run_id, RunSummary(run_id, paths, totals), started)
-        log.info("run %s: %d of %d tasks to run on %d slots", run_id,
-                 prepared.decision.to_run, len(graph.instances), capacity.slots)
+        log.info(
+            "run %s: %d of %d tasks to run on %d slots",
+            run_id,
+            prepared.decision.to_run,
+            len(graph.instances),
+            capacity.slots,
+        )
         workdir = str(Path(graph.loaded.base_dir))
         with LocalCluster(capacity, workdir) as cluster:
             summary = drive(prepared, db, run_id, cluster.client, capacity.slots, observer)
@@ -215,8 +275,14 @@ def execute(prepared: PreparedRun, options: RunOptions, observer: Observer | Non
         handler.close()
 
 
-def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, started: float,
-                    backend: str, extra: dict[str, object]) -> RunPaths:
+def _create_run_dir(
+    prepared: PreparedRun,
+    options: RunOptions,
+    run_id: str,
+    started: float,
+    backend: str,
+    extra: dict[str, object],
+) -> RunPaths:
     run_dir = options.run_dir or (prepared.state_root.runs / run_id)
     run_dir = run_dir.resolve()
     if run_dir.exists() and any(run_dir.iterdir()):
@@ -228,11 +294,19 @@ def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, sta
         shutil.copyfile(prepared.workflow_file, paths.workflow_copy)
         write_json_atomic(
             paths.run_info,
-            {"run_id": run_id, "workflow": str(prepared.workflow_file.resolve()),
-             "workflow_name": prepared.graph.loaded.workflow.name, "started": started,
-             "pid": os.getpid(), "host": socket.gethostname(), "hpcflow": __version__,
-             "backend": backend, "base_dir": str(prepared.graph.loaded.base_dir),
-             "options": {"force": options.force, "rerun": list(options.rerun)}, **extra},
+            {
+                "run_id": run_id,
+                "workflow": str(prepared.workflow_file.resolve()),
+                "workflow_name": prepared.graph.loaded.workflow.name,
+                "started": started,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "hpcflow": __version__,
+                "backend": backend,
+                "base_dir": str(prepared.graph.loaded.base_dir),
+                "options": {"force": options.force, "rerun": list(options.rerun)},
+                **extra,
+            },
         )
     except OSError as exc:
         raise RunError(f"cannot create run directory {run_dir}: {exc}") from None
@@ -240,7 +314,9 @@ def _create_run_dir(prepared: PreparedRun, options: RunOptions, run_id: str, sta
     return paths
 
 
-def _finish(db: st.StateDB, paths: RunPaths, run_id: str, summary: RunSummary, started: float) -> RunSummary:
+def _finish(
+    db: st.StateDB, paths: RunPaths, run_id: str, summary: RunSummary, started: float
+) -> RunSummary:
     summary.elapsed = time.time() - started
     if summary.drained and not summary.failed:
         status = "drained"
@@ -276,9 +352,7 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     graph = build_graph(loaded, check_files=False)
     db = st.StateDB(paths.state_db)
     rows = db.tasks()
-    if len(rows) != len(graph.instances) or any(
-        r.id != graph.instances[r.idx].id for r in rows
-    ):
+    if len(rows) != len(graph.instances) or any(r.id != graph.instances[r.idx].id for r in rows):
         db.close()
         raise RunError(f"the tasks recorded in {paths.state_db} do not match the workflow copy")
     run = [r.state not in (st.SUCCEEDED, st.CACHED) for r in rows]
@@ -287,7 +361,15 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     key = workflow_key(original)
     memo = Memo(root.memo_db, key)
     factory = CallFactory(graph, paths)
-    prepared = PreparedRun(original, graph, ResumeDecision(run, reasons), factory, memo,
-                           RunLock(root.lock_file(key)), root, key)
+    prepared = PreparedRun(
+        original,
+        graph,
+        ResumeDecision(run, reasons),
+        factory,
+        memo,
+        RunLock(root.lock_file(key)),
+        root,
+        key,
+    )
     # Attempts continue their numbering across allocations.
     return prepared, db, str(info["run_id"])

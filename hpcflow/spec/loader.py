@@ -58,14 +58,17 @@ def load_workflow(path: str | FsPath) -> LoadedWorkflow:
     return parse_workflow(text, str(path), source=source.resolve())
 
 
-def parse_workflow(text: str, file: str = "<workflow>", source: FsPath | None = None) -> LoadedWorkflow:
+def parse_workflow(
+    text: str, file: str = "<workflow>", source: FsPath | None = None
+) -> LoadedWorkflow:
     """Validate workflow ``text``; ``file`` is the name used in error messages."""
     data, positions = load_yaml(text, file)
     if not isinstance(data, dict):
         raise SpecError(
             [
                 positions.problem(
-                    (), "a workflow must be a mapping with 'name' and 'tasks'",
+                    (),
+                    "a workflow must be a mapping with 'name' and 'tasks'",
                     hint="start from `hpcflow init` or workflows/hello/workflow.yaml",
                 )
             ]
@@ -132,8 +135,10 @@ def _problems_from_pydantic(
             model = _FIELDS_BY_CONTEXT.get(_context(parent) or "")
             allowed = sorted(model.model_fields) if model else []
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}?" if close else (
-                f"allowed keys: {', '.join(allowed)}" if allowed else None
+            hint = (
+                f"did you mean {close[0]!r}?"
+                if close
+                else (f"allowed keys: {', '.join(allowed)}" if allowed else None)
             )
             problems.append(positions.problem(path, f"unknown key {key!r}", hint=hint, key=True))
             continue
@@ -174,7 +179,8 @@ def _check_tasks(
         if task.name in names:
             problems.append(
                 positions.problem(
-                    (*where, "name"), f"duplicate task name {task.name!r}",
+                    (*where, "name"),
+                    f"duplicate task name {task.name!r}",
                     hint=f"first used by tasks[{names[task.name]}]; names must be unique",
                 )
             )
@@ -194,7 +200,8 @@ def _check_tasks(
         for name in sorted(clash):
             problems.append(
                 positions.problem(
-                    (*where, "params", name), f"parameter {name!r} is both swept and constant",
+                    (*where, "params", name),
+                    f"parameter {name!r} is both swept and constant",
                     key=True,
                 )
             )
@@ -217,15 +224,18 @@ def _check_tasks(
                 close = difflib.get_close_matches(need, all_names, n=1, cutoff=0.6)
                 problems.append(
                     positions.problem(
-                        (*where, "needs", j), f"needs unknown task {need!r}",
-                        hint=f"did you mean {close[0]!r}?" if close else
-                        f"tasks are: {', '.join(all_names[:20])}",
+                        (*where, "needs", j),
+                        f"needs unknown task {need!r}",
+                        hint=f"did you mean {close[0]!r}?"
+                        if close
+                        else f"tasks are: {', '.join(all_names[:20])}",
                     )
                 )
         if task.python is not None and not _CALLABLE.match(task.python):
             problems.append(
                 positions.problem(
-                    (*where, "python"), f"{task.python!r} is not 'package.module:function'",
+                    (*where, "python"),
+                    f"{task.python!r} is not 'package.module:function'",
                     hint="e.g. python: mypkg.analysis:summarize",
                 )
             )
@@ -258,10 +268,18 @@ def _check_placeholders(
         for name in Template.parse(text).names:
             if name not in allowed:
                 close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
-                hint = f"did you mean {{{close[0]}}}?" if close else (
-                    "define it under 'params:' or 'foreach:'; write {{" + name + "}} for literal braces"
+                hint = (
+                    f"did you mean {{{close[0]}}}?"
+                    if close
+                    else (
+                        "define it under 'params:' or 'foreach:'; write {{"
+                        + name
+                        + "}} for literal braces"
+                    )
                 )
-                problems.append(positions.problem(path, f"undefined placeholder {{{name}}}", hint=hint))
+                problems.append(
+                    positions.problem(path, f"undefined placeholder {{{name}}}", hint=hint)
+                )
 
 
 def _check_inherited_placeholders(

@@ -111,7 +111,7 @@ Retries = Annotated[
 class Defaults(_Model):
     """Values every task inherits unless it sets its own."""
 
-    resources: Resources = Field(default_factory=Resources)
+    resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
     retries: Retries | None = None
     timeout: Duration | None = None
     env: dict[str, str] = Field(default_factory=dict)

@@ -53,12 +53,16 @@ class Sweep:
 
     def combinations(self) -> Iterator[tuple[ScalarValue, ...]]:
         """Every combination, values in the order of :attr:`names`."""
-        per_group = [list(zip(*(axis.values for axis in group), strict=True)) for group in self.groups]
+        per_group = [
+            list(zip(*(axis.values for axis in group), strict=True)) for group in self.groups
+        ]
         for combo in itertools.product(*per_group):
             yield tuple(v for part in combo for v in part)
 
 
-def parse_sweep(raw: Any, path: Path, positions: Positions) -> tuple[Sweep | None, list[SpecProblem]]:
+def parse_sweep(
+    raw: Any, path: Path, positions: Positions
+) -> tuple[Sweep | None, list[SpecProblem]]:
     """Turn the raw ``foreach`` mapping at ``path`` into a :class:`Sweep`, or problems."""
     problems: list[SpecProblem] = []
     if not isinstance(raw, dict) or not raw:
@@ -70,8 +74,10 @@ def parse_sweep(raw: Any, path: Path, positions: Positions) -> tuple[Sweep | Non
         for key in sorted(extra):
             problems.append(
                 positions.problem(
-                    (*path, key), f"unexpected key {key!r} beside product/zip",
-                    hint="put every swept parameter under 'product:' or 'zip:'", key=True,
+                    (*path, key),
+                    f"unexpected key {key!r} beside product/zip",
+                    hint="put every swept parameter under 'product:' or 'zip:'",
+                    key=True,
                 )
             )
         for axis in _axes(raw.get("product") or {}, (*path, "product"), positions, problems):
@@ -132,7 +138,8 @@ def _axes(raw: Any, path: Path, positions: Positions, problems: list[SpecProblem
         if not isinstance(name, str) or not name.isidentifier():
             problems.append(
                 positions.problem(
-                    where, f"parameter name {name!r} must be an identifier (letters, digits, _)",
+                    where,
+                    f"parameter name {name!r} must be an identifier (letters, digits, _)",
                     key=True,
                 )
             )
@@ -156,8 +163,8 @@ def _values(
         if not ok:
             problems.append(
                 positions.problem(
-                    (*where, "range"), "range takes 1 to 3 integers: [stop], [start, stop] or "
-                    "[start, stop, step]",
+                    (*where, "range"),
+                    "range takes 1 to 3 integers: [stop], [start, stop] or [start, stop, step]",
                 )
             )
             return None
@@ -188,7 +195,8 @@ def _values(
     else:
         problems.append(
             positions.problem(
-                where, "expected a list of values or {range: [start, stop]}",
+                where,
+                "expected a list of values or {range: [start, stop]}",
                 hint="e.g. 'seed: [1, 2, 3]' or 'seed: {range: [0, 100]}'",
             )
         )

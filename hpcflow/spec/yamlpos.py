@@ -95,11 +95,16 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
         raise SpecError(
             [
                 SpecProblem(
-                    file, bad_line, bad_col, "",
+                    file,
+                    bad_line,
+                    bad_col,
+                    "",
                     f"character U+{code:04X} is not allowed in a YAML file"
-                    if code is not None else f"cannot read YAML: {exc.reason}",
+                    if code is not None
+                    else f"cannot read YAML: {exc.reason}",
                     f'remove it, or write it as an escape inside double quotes ("\\x{code:02x}")'
-                    if code is not None and code < 256 else "remove it",
+                    if code is not None and code < 256
+                    else "remove it",
                 )
             ]
         ) from None
@@ -118,8 +123,10 @@ def load_yaml(text: str, file: str) -> tuple[Any, Positions]:
             hint = None
             near = (mark.buffer or "")[max(0, mark.index - 40) : mark.index + 1] if mark else ""
             if "{" in near and "nested" not in problem:
-                hint = ('quote values that contain {placeholders} inside [...] or {...}, '
-                        'e.g. ["out_{i}.txt"]')
+                hint = (
+                    "quote values that contain {placeholders} inside [...] or {...}, "
+                    'e.g. ["out_{i}.txt"]'
+                )
             raise SpecError(
                 [SpecProblem(file, line, col, "", f"YAML syntax error: {problem}", hint)]
             ) from None
@@ -163,7 +170,10 @@ def _convert(
             line, col = _mark(node)
             problems.append(
                 SpecProblem(
-                    positions.file, line, col, format_path(path),
+                    positions.file,
+                    line,
+                    col,
+                    format_path(path),
                     f"document too large (over {_MAX_VALUES:,} values once aliases are expanded)",
                     "avoid repeating large anchors (*alias) inside each other",
                 )
@@ -176,15 +186,21 @@ def _convert(
             if not isinstance(key_node, yaml.ScalarNode):
                 line, col = _mark(key_node)
                 problems.append(
-                    SpecProblem(positions.file, line, col, format_path(path), "keys must be plain text")
+                    SpecProblem(
+                        positions.file, line, col, format_path(path), "keys must be plain text"
+                    )
                 )
                 continue
             if key_node.tag == "tag:yaml.org,2002:merge":
                 line, col = _mark(key_node)
                 problems.append(
                     SpecProblem(
-                        positions.file, line, col, format_path(path),
-                        "YAML merge keys ('<<') are not supported", "write the keys out, or use 'defaults:'",
+                        positions.file,
+                        line,
+                        col,
+                        format_path(path),
+                        "YAML merge keys ('<<') are not supported",
+                        "write the keys out, or use 'defaults:'",
                     )
                 )
                 continue
@@ -195,7 +211,10 @@ def _convert(
                 line, col = _mark(key_node)
                 problems.append(
                     SpecProblem(
-                        positions.file, line, col, format_path(child),
+                        positions.file,
+                        line,
+                        col,
+                        format_path(child),
                         f"duplicate key {key!r}",
                         f"first defined on line {positions.keys[child][0]}",
                     )
@@ -222,7 +241,10 @@ def _convert(
         line, col = _mark(node)
         problems.append(
             SpecProblem(
-                positions.file, line, col, format_path(path),
+                positions.file,
+                line,
+                col,
+                format_path(path),
                 f"cannot read {node.value!r} as {tag}",
                 "remove the tag, or quote the value to keep it as text",
             )

@@ -30,8 +30,7 @@ class RunLock:
             raise RunLockedError(
                 f"another run of this workflow is active: run {holder.get('run_id', '?')} "
                 f"(pid {holder.get('pid', '?')} on {holder.get('host', '?')})",
-                hint="wait for it, or stop it with `hpcflow cancel "
-                f"{holder.get('run_id', 'RUN')}`",
+                hint=f"wait for it, or stop it with `hpcflow cancel {holder.get('run_id', 'RUN')}`",
             ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(info).encode(), 0)

@@ -48,17 +48,21 @@ class Memo:
             "SELECT task_id, fingerprint, inputs, outputs, run_id FROM memo WHERE workflow = ?",
             (self._key,),
         )
-        return {
-            r[0]: MemoEntry(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4]) for r in rows
-        }
+        return {r[0]: MemoEntry(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4]) for r in rows}
 
     def record(self, entries: Iterable[MemoEntry]) -> None:
         with self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)",
                 (
-                    (self._key, e.task_id, e.fingerprint, json.dumps(e.inputs),
-                     json.dumps(e.outputs), e.run_id)
+                    (
+                        self._key,
+                        e.task_id,
+                        e.fingerprint,
+                        json.dumps(e.inputs),
+                        json.dumps(e.outputs),
+                        e.run_id,
+                    )
                     for e in entries
                 ),
             )

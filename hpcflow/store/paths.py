@@ -22,7 +22,9 @@ def task_slug(task_id: str) -> str:
         return task_id
     readable = task_id.replace("[", ".").replace(",", ".").replace("]", "")
     readable = _UNSAFE.sub("_", readable).strip("._")[:80] or "task"
-    digest = hashlib.sha1(task_id.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:10]
+    digest = hashlib.sha1(
+        task_id.encode("utf-8", "surrogatepass"), usedforsecurity=False
+    ).hexdigest()[:10]
     return f"{readable}-{digest}"
 
 

@@ -65,7 +65,13 @@ _SELECT_TASKS = (
 
 #: Task states. ``cached`` = up to date from an earlier run; ``skipped`` = an upstream failed.
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED = (
-    "pending", "running", "succeeded", "failed", "cancelled", "skipped", "cached",
+    "pending",
+    "running",
+    "succeeded",
+    "failed",
+    "cancelled",
+    "skipped",
+    "cached",
 )
 FINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED})
 STATE_ORDER = (SUCCEEDED, CACHED, RUNNING, PENDING, FAILED, SKIPPED, CANCELLED)
@@ -178,14 +184,25 @@ class StateDB:
                 ((attempt, now, idx) for idx, attempt in starts),
             )
 
-    def record_attempts(self, records: Sequence[AttemptRecord], task_states: dict[int, str]) -> None:
+    def record_attempts(
+        self, records: Sequence[AttemptRecord], task_states: dict[int, str]
+    ) -> None:
         """Store finished attempts and each task's new state, in one transaction."""
         with self._conn:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
-                    (r.task_idx, r.attempt, r.state, r.exit_code, r.started, r.ended,
-                     r.peak_rss, r.host, r.message)
+                    (
+                        r.task_idx,
+                        r.attempt,
+                        r.state,
+                        r.exit_code,
+                        r.started,
+                        r.ended,
+                        r.peak_rss,
+                        r.host,
+                        r.message,
+                    )
                     for r in records
                 ),
             )
@@ -193,8 +210,17 @@ class StateDB:
                 "UPDATE tasks SET state = ?, attempts = ?, exit_code = ?, started = ?, ended = ?,"
                 " peak_rss = ?, host = ?, message = ? WHERE idx = ?",
                 (
-                    (task_states[r.task_idx], r.attempt, r.exit_code, r.started, r.ended,
-                     r.peak_rss, r.host, r.message, r.task_idx)
+                    (
+                        task_states[r.task_idx],
+                        r.attempt,
+                        r.exit_code,
+                        r.started,
+                        r.ended,
+                        r.peak_rss,
+                        r.host,
+                        r.message,
+                        r.task_idx,
+                    )
                     for r in records
                 ),
             )
@@ -203,12 +229,24 @@ class StateDB:
         with self._conn:
             self._conn.execute(
                 "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (row.native_id, row.number, row.backend, row.state, row.native_state, row.reason,
-                 row.submitted, row.updated, row.script, row.stdout, row.stderr),
+                (
+                    row.native_id,
+                    row.number,
+                    row.backend,
+                    row.state,
+                    row.native_state,
+                    row.reason,
+                    row.submitted,
+                    row.updated,
+                    row.script,
+                    row.stdout,
+                    row.stderr,
+                ),
             )
 
-    def update_allocation(self, native_id: str, state: str, native_state: str | None,
-                          reason: str | None) -> None:
+    def update_allocation(
+        self, native_id: str, state: str, native_state: str | None, reason: str | None
+    ) -> None:
         with self._conn:
             self._conn.execute(
                 "UPDATE allocations SET state = ?, native_state = ?, reason = ?, updated = ?"
@@ -219,8 +257,10 @@ class StateDB:
     # -- reading ------------------------------------------------------------------------
 
     def allocations(self) -> list[AllocationRow]:
-        return [AllocationRow(*r) for r in self._conn.execute(
-            "SELECT * FROM allocations ORDER BY number")]
+        return [
+            AllocationRow(*r)
+            for r in self._conn.execute("SELECT * FROM allocations ORDER BY number")
+        ]
 
     def meta(self) -> dict[str, Any]:
         return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
@@ -259,4 +299,7 @@ class StateDB:
         return out
 
     def names_in_order(self) -> list[str]:
-        return [r[0] for r in self._conn.execute("SELECT name FROM tasks GROUP BY name ORDER BY MIN(idx)")]
+        return [
+            r[0]
+            for r in self._conn.execute("SELECT name FROM tasks GROUP BY name ORDER BY MIN(idx)")
+        ]

@@ -30,8 +30,12 @@ def test_user_errors_are_messages_not_tracebacks(tmp_path, hpcflow):
         assert "did you mean 'command'?" in result.stderr
     missing = hpcflow("run", str(tmp_path / "nope.yaml"))
     assert missing.returncode == 2 and "no such file" in missing.stderr
-    cyc = write_workflow(tmp_path, "name: c\ntasks:\n  - {name: a, command: x, needs: [b]}\n"
-                                   "  - {name: b, command: y, needs: [a]}\n", name="cyc.yaml")
+    cyc = write_workflow(
+        tmp_path,
+        "name: c\ntasks:\n  - {name: a, command: x, needs: [b]}\n"
+        "  - {name: b, command: y, needs: [a]}\n",
+        name="cyc.yaml",
+    )
     result = hpcflow("validate", str(cyc))
     assert result.returncode == 2
     assert "dependency cycle: a → b → a" in result.stderr

@@ -11,7 +11,10 @@ def test_hello(example, hpcflow):
     assert result.returncode == 0, result.output
     results = wf.parent / "results"
     assert (results / "all-greetings.txt").read_text().splitlines() == [
-        "Hello, Ada!", "Hello, Grace!", "Hello, Linus!"]
+        "Hello, Ada!",
+        "Hello, Grace!",
+        "Hello, Linus!",
+    ]
     assert (results / "count.txt").read_text().strip() == "3"
     assert "succeeded: 5 ran, 0 up to date" in result.stdout
 
@@ -35,7 +38,9 @@ def test_python_tasks_record_json_results(example, hpcflow):
     wf = example("python-tasks")
     result = hpcflow("run", str(wf), "-q")
     assert result.returncode == 0, result.output
-    assert (wf.parent / "results" / "total.txt").read_text().strip() == str(sum(x * x for x in range(1, 11)))
+    assert (wf.parent / "results" / "total.txt").read_text().strip() == str(
+        sum(x * x for x in range(1, 11))
+    )
     status = hpcflow("status", "--json")
     data = json.loads(status.stdout)
     run_dir = data["run_dir"]

@@ -9,7 +9,9 @@ from tests.conftest import processes_with, write_workflow
 
 
 def test_failure_report_and_skipped_dependents(tmp_path, hpcflow):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: fails
 tasks:
   - name: ok
@@ -23,7 +25,8 @@ tasks:
     needs: [bad]
     command: echo never > never.txt
     outputs: [never.txt]
-""")
+""",
+    )
     result = hpcflow("run", str(wf))
     assert result.returncode == 1
     out = result.stdout
@@ -42,20 +45,25 @@ tasks:
 
 
 def test_missing_output_fails_the_task(tmp_path, hpcflow):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: missing
 tasks:
   - name: lazy
     command: "true"
     outputs: [promised.txt]
-""")
+""",
+    )
     result = hpcflow("run", str(wf))
     assert result.returncode == 1
     assert "did not create" in result.stdout and "promised.txt" in result.stdout
 
 
 def test_retry_with_backoff_then_success(tmp_path, hpcflow):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: flaky
 tasks:
   - name: flaky
@@ -64,7 +72,8 @@ tasks:
       n=$(cat count 2>/dev/null || echo 0); echo $((n+1)) > count
       [ "$n" -ge 1 ] && echo done > out.txt
     outputs: [out.txt]
-""")
+""",
+    )
     result = hpcflow("run", str(wf), "-q")
     assert result.returncode == 0, result.output
     assert (tmp_path / "count").read_text().strip() == "2"
@@ -76,13 +85,16 @@ tasks:
 
 def test_timeout_kills_the_whole_process_group(tmp_path, hpcflow):
     marker = f"hpcflow-timeout-{time.time_ns()}"
-    wf = write_workflow(tmp_path, f"""
+    wf = write_workflow(
+        tmp_path,
+        f"""
 name: slow
 tasks:
   - name: slow
     timeout: 1s
     command: (sleep 60; echo {marker}) & sleep 60; echo {marker}
-""")
+""",
+    )
     started = time.monotonic()
     result = hpcflow("run", str(wf))
     assert time.monotonic() - started < 30
@@ -93,7 +105,9 @@ tasks:
 
 
 def test_task_too_big_is_rejected_before_anything_runs(tmp_path, hpcflow):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: big
 tasks:
   - name: small
@@ -102,7 +116,8 @@ tasks:
   - name: huge
     resources: {cpus: 512}
     command: "true"
-""")
+""",
+    )
     result = hpcflow("run", str(wf))
     assert result.returncode == 2
     assert "asks for 512 cpus" in result.stderr

@@ -15,24 +15,35 @@ def test_hostile_values_are_data_not_code(tmp_path, hpcflow):
     work.mkdir()
     tasks = []
     for n, value in enumerate(HOSTILE_VALUES):
-        tasks.append({
-            "name": f"t{n} {value}",
-            "params": {"v": value},
-            "command": "printf '%s' {v} > {outputs}",
-            "outputs": [f"out/{n}.txt"],
-        })
-        tasks.append({
-            "name": f"argv{n} {value}",
-            "params": {"v": value},
-            "argv": ["python3", "-c", "import sys; open(sys.argv[2], 'w').write(sys.argv[1])",
-                     "{v}", "{outputs}"],
-            "outputs": [f"out/argv-{n}.txt"],
-        })
-    tasks.append({
-        "name": "sweep",
-        "foreach": {"v": HOSTILE_VALUES},
-        "command": "printf '%s\\n' {v} >> sweep.log",
-    })
+        tasks.append(
+            {
+                "name": f"t{n} {value}",
+                "params": {"v": value},
+                "command": "printf '%s' {v} > {outputs}",
+                "outputs": [f"out/{n}.txt"],
+            }
+        )
+        tasks.append(
+            {
+                "name": f"argv{n} {value}",
+                "params": {"v": value},
+                "argv": [
+                    "python3",
+                    "-c",
+                    "import sys; open(sys.argv[2], 'w').write(sys.argv[1])",
+                    "{v}",
+                    "{outputs}",
+                ],
+                "outputs": [f"out/argv-{n}.txt"],
+            }
+        )
+    tasks.append(
+        {
+            "name": "sweep",
+            "foreach": {"v": HOSTILE_VALUES},
+            "command": "printf '%s\\n' {v} >> sweep.log",
+        }
+    )
     wf = work / "workflow.yaml"
     wf.write_text(yaml.safe_dump({"name": "hostile; touch CANARY", "tasks": tasks}))
     result = hpcflow("run", str(wf), "--threads", "1", cwd=tmp_path)

@@ -21,7 +21,10 @@ N = 40
 def _start(wf: Path, env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", *args],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
 
 
@@ -63,11 +66,17 @@ tasks:
 
 
 @pytest.mark.parametrize("kill_after", [3, 17])
-def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(tmp_path, env, hpcflow, kill_after):
+def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
+    tmp_path, env, hpcflow, kill_after
+):
     wf = write_workflow(tmp_path, SLOW.format(n=N, sleep=0.15))
     proc = _start(wf, env, "--threads", "2")
-    _wait_for(lambda: _run_dirs(tmp_path)
-              and _states(_run_dirs(tmp_path)[0]).get("succeeded", 0) >= kill_after)
+    _wait_for(
+        lambda: (
+            _run_dirs(tmp_path)
+            and _states(_run_dirs(tmp_path)[0]).get("succeeded", 0) >= kill_after
+        )
+    )
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     run_dir = _run_dirs(tmp_path)[0]
@@ -86,15 +95,20 @@ def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(tmp_path, env,
 
 def test_sigterm_cancels_cleanly_and_leaves_no_processes(tmp_path, env):
     marker = f"hpcflow-cancel-{time.time_ns()}"
-    wf = write_workflow(tmp_path, f"""
+    wf = write_workflow(
+        tmp_path,
+        f"""
 name: long
 tasks:
   - name: long
     foreach: {{i: {{range: [0, 6]}}}}
     command: sleep 60; echo {marker}
-""")
+""",
+    )
     proc = _start(wf, env, "--threads", "2")
-    _wait_for(lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 2)
+    _wait_for(
+        lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 2
+    )
     _wait_for(lambda: len(processes_with(marker)) >= 2)
     started = time.monotonic()
     proc.send_signal(signal.SIGTERM)
@@ -107,12 +121,13 @@ tasks:
     assert states == {"cancelled": 6}
 
 
-
 def test_second_concurrent_run_refuses(tmp_path, env, hpcflow):
     wf = write_workflow(tmp_path, SLOW.format(n=4, sleep=3))
     proc = _start(wf, env)
     try:
-        _wait_for(lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 1)
+        _wait_for(
+            lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 1
+        )
         second = hpcflow("run", str(wf), "-q")
         assert second.returncode == 2
         assert "another run of this workflow is active" in second.stderr

@@ -466,7 +466,7 @@ def test_shipped_profile_contents():
     assert (test.partition, test.cpus_per_node, test.nodes) == ("debug", 2, 1)
     assert test.overcommit is True
     assert (test.poll_interval, test.max_poll_interval, test.mpi) == (0.5, 2, "pmix")
-    assert test.env == {"OMPI_MCA_btl": "self,tcp"}
+    assert test.env == {"OMPI_MCA_btl": "self,tcp", "OMPI_MCA_btl_tcp_if_include": "lo"}
     pbs = load_profile(find_profile("pbs", env))
     assert (pbs.backend, pbs.pbs_flavor, pbs.launcher) == ("pbs", "pro", "mpirun")
     torque = load_profile(find_profile("torque", env))

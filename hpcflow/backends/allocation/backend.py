@@ -28,17 +28,23 @@ class AllocationBackend:
 
     def render(self, request: AllocationRequest) -> str:
         env = [(validate_env_name(k), v) for k, v in request.env.items()]
-        return self._templates.render("run.sh.j2", {
-            "run_id": request.run_id, "job_id": job_id() or "?",
-            "workdir": str(request.workdir or request.run_dir),
-            "setup_lines": list(request.setup_lines), "env": env,
-            "command": list(request.command),
-        })
+        return self._templates.render(
+            "run.sh.j2",
+            {
+                "run_id": request.run_id,
+                "job_id": job_id() or "?",
+                "workdir": str(request.workdir or request.run_dir),
+                "setup_lines": list(request.setup_lines),
+                "env": env,
+                "command": list(request.command),
+            },
+        )
 
     def submit(self, script: Path, request: AllocationRequest) -> str:
         request.stdout.parent.mkdir(parents=True, exist_ok=True)
-        child = self.runner.spawn(["bash", str(script)], stdout=request.stdout,
-                                  stderr=request.stderr)
+        child = self.runner.spawn(
+            ["bash", str(script)], stdout=request.stdout, stderr=request.stderr
+        )
         native_id = f"{job_id() or 'local'}.{child.pid}"
         self._children[native_id] = child
         return native_id
@@ -53,11 +59,17 @@ class AllocationBackend:
             if code is None:
                 out[native_id] = AllocationStatus(native_id, AllocationState.RUNNING, "RUNNING")
             elif code == 0:
-                out[native_id] = AllocationStatus(native_id, AllocationState.COMPLETED,
-                                                  "COMPLETED", exit_code=0)
+                out[native_id] = AllocationStatus(
+                    native_id, AllocationState.COMPLETED, "COMPLETED", exit_code=0
+                )
             else:
-                out[native_id] = AllocationStatus(native_id, AllocationState.FAILED, "FAILED",
-                                                  f"the launcher exited with {code}", code)
+                out[native_id] = AllocationStatus(
+                    native_id,
+                    AllocationState.FAILED,
+                    "FAILED",
+                    f"the launcher exited with {code}",
+                    code,
+                )
         return out
 
     def cancel(self, native_ids: Sequence[str]) -> None:

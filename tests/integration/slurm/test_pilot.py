@@ -26,8 +26,14 @@ def slurm_env(env, slurm_cluster):
 @pytest.fixture
 def hpcflow_slurm(slurm_env):
     def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
-        proc = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", *args], cwd=cwd,
-                              env=slurm_env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", *args],
+            cwd=cwd,
+            env=slurm_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
     return run
@@ -69,21 +75,26 @@ def test_mpi_task_allreduce_over_two_nodes(tmp_path, hpcflow_slurm):
         "if comm.Get_rank() == 0:\n"
         "    open('allreduce.txt', 'w').write(f'{comm.Get_size()} {total} {len(set(nodes))}')\n"
     )
-    wf = write_workflow(tmp_path, f"""
+    wf = write_workflow(
+        tmp_path,
+        f"""
 name: mpi
 tasks:
   - name: allreduce
     resources: {{ranks: 4, nodes: 2}}
     argv: [{sys.executable}, allreduce.py]
     outputs: [allreduce.txt]
-""")
+""",
+    )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
     assert result.returncode == 0, result.output + _allocation_logs(wf)
     assert (tmp_path / "allreduce.txt").read_text() == "4 10 2"
 
 
 def test_gpu_tasks_see_distinct_devices(tmp_path, hpcflow_slurm):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: gpus
 tasks:
   - name: gpu
@@ -91,7 +102,8 @@ tasks:
     resources: {gpus: 1}
     command: sleep 0.3; echo "$CUDA_VISIBLE_DEVICES" > {outputs}
     outputs: ["gpu-{i}.txt"]
-""")
+""",
+    )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "2", "-q")
     assert result.returncode == 0, result.output + _allocation_logs(wf)
     seen = {p.read_text().strip() for p in tmp_path.glob("gpu-*.txt")}
@@ -103,8 +115,15 @@ tasks:
 
 
 def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
-    tasks = [{"name": f"t{n} {v}", "params": {"v": v}, "command": "printf '%s' {v} > {outputs}",
-              "outputs": [f"out/{n}.txt"]} for n, v in enumerate(HOSTILE_VALUES)]
+    tasks = [
+        {
+            "name": f"t{n} {v}",
+            "params": {"v": v},
+            "command": "printf '%s' {v} > {outputs}",
+            "outputs": [f"out/{n}.txt"],
+        }
+        for n, v in enumerate(HOSTILE_VALUES)
+    ]
     work = tmp_path / "dir with 'quotes' and spaces"
     work.mkdir()
     wf = work / "workflow.yaml"
@@ -118,16 +137,23 @@ def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
 
 def test_cancel_mid_run_leaves_nothing(tmp_path, slurm_env, slurm_cluster):
     marker = f"hpcflow-pilot-cancel-{time.time_ns()}"
-    wf = write_workflow(tmp_path, f"""
+    wf = write_workflow(
+        tmp_path,
+        f"""
 name: long
 tasks:
   - name: long
     foreach: {{i: [1, 2]}}
     command: sleep 120; echo {marker}
-""")
-    proc = subprocess.Popen([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
-                             "--profile", "slurm-test", "-q"], env=slurm_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+""",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile", "slurm-test", "-q"],
+        env=slurm_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(processes_with(marker)) < 2:
         time.sleep(0.2)
@@ -142,15 +168,17 @@ tasks:
     assert processes_with(marker) == []
 
 
-
 def test_detach_then_status_and_bad_partition(tmp_path, hpcflow_slurm, slurm_cluster):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: detached
 tasks:
   - name: a
     command: sleep 1; echo done > a.txt
     outputs: [a.txt]
-""")
+""",
+    )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--detach")
     assert result.returncode == 0, result.output
     assert "detached" in result.stdout
@@ -164,22 +192,40 @@ tasks:
     assert status["status"] == "succeeded", status
     assert (tmp_path / "a.txt").read_text() == "done\n"
 
-    bad = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--partition", "nosuch", "--force")
+    bad = hpcflow_slurm(
+        "run", str(wf), "--profile", "slurm-test", "--partition", "nosuch", "--force"
+    )
     assert bad.returncode == 2
     assert "partition" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_pending_reason_in_status_and_cancel(tmp_path, slurm_env, hpcflow_slurm, slurm_cluster):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: later
 tasks:
   - name: a
     command: echo never > a.txt
-""")
+""",
+    )
     env_later = {**slurm_env, "HPCFLOW_EXTRA_DIRECTIVES": "--begin=now+1hour"}
-    submitted = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
-                                "--profile", "slurm-test", "--detach"], env=env_later,
-                               capture_output=True, text=True, timeout=60)
+    submitted = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcflow.cli.main",
+            "run",
+            str(wf),
+            "--profile",
+            "slurm-test",
+            "--detach",
+        ],
+        env=env_later,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     status = json.loads(hpcflow_slurm("status", "--json").stdout)
     (allocation,) = status["allocations"]
@@ -198,17 +244,24 @@ tasks:
 
 
 def test_allocation_failure_names_job_state_and_logs(tmp_path, slurm_env):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: broken
 tasks:
   - name: a
     command: echo hi > a.txt
     outputs: [a.txt]
-""")
+""",
+    )
     env_broken = {**slurm_env, "HPCFLOW_PYTHON": "/nonexistent/python3"}
-    result = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
-                             "--profile", "slurm-test", "-q"], env=env_broken,
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile", "slurm-test", "-q"],
+        env=env_broken,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     match = re.search(r"allocation (\d+) ended (\w+)", result.stderr)
     assert match, result.stderr
@@ -217,7 +270,9 @@ tasks:
 
 
 def test_walltime_drain_then_continuation_allocation(tmp_path, slurm_env):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: drain
 tasks:
   - name: slow
@@ -225,11 +280,27 @@ tasks:
     resources: {walltime: 20s}
     command: sleep 5; echo {i} > {outputs}
     outputs: ["out/{i}.txt"]
-""")
+""",
+    )
     env_resubmit = {**slurm_env, "HPCFLOW_RESUBMIT": "true"}
-    result = subprocess.run([sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
-                             "--profile", "slurm-test", "--walltime", "1m", "-q"],
-                            env=env_resubmit, capture_output=True, text=True, timeout=240)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcflow.cli.main",
+            "run",
+            str(wf),
+            "--profile",
+            "slurm-test",
+            "--walltime",
+            "1m",
+            "-q",
+        ],
+        env=env_resubmit,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert len(list((tmp_path / "out").iterdir())) == 6
     run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())

@@ -22,14 +22,17 @@ N = 1000
 
 def test_thousand_task_sweep_in_one_allocation(tmp_path, slurm_cluster, monkeypatch):
     monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
-    wf = write_workflow(tmp_path, f"""
+    wf = write_workflow(
+        tmp_path,
+        f"""
 name: thousand
 tasks:
   - name: t
     foreach: {{i: {{range: [0, {N}]}}}}
     command: echo {{i}} > {{outputs}}
     outputs: ["out/{{i}}.txt"]
-""")
+""",
+    )
     runner = CommandRunner(env=slurm_cluster.extra_env)
     profile = resolve_profile("slurm-test", environ={}).profile
     options = RunOptions()
@@ -45,8 +48,11 @@ tasks:
     assert runner.calls["squeue"] <= bound, (runner.calls, elapsed)
     timings = pilot_timings(summary.paths.state_db)
     record = {
-        "tasks": N, "sbatch_calls": runner.calls["sbatch"], "squeue_calls": runner.calls["squeue"],
-        "sacct_calls": runner.calls["sacct"], "wall_seconds": round(elapsed, 2),
+        "tasks": N,
+        "sbatch_calls": runner.calls["sbatch"],
+        "squeue_calls": runner.calls["squeue"],
+        "sacct_calls": runner.calls["sacct"],
+        "wall_seconds": round(elapsed, 2),
         "submit_to_first_task_seconds": round(timings.submit_to_first_task or -1, 2),
         "poll_interval": profile.poll_interval,
     }

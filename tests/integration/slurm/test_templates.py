@@ -14,22 +14,40 @@ pytestmark = pytest.mark.slurm
 
 
 def _submit(slurm_cluster, env, template: str, wf: Path) -> str:
-    job_env = {**env, **slurm_cluster.extra_env, "WORKFLOW": str(wf),
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    result = slurm_cluster.run(["sbatch", "--parsable", f"--chdir={wf.parent}",
-                                str(REPO / "slurm" / "templates" / template)], env=job_env)
+    job_env = {
+        **env,
+        **slurm_cluster.extra_env,
+        # The test cluster's logical nodes share one host: MPI over loopback TCP only (a
+        # site's own MPI settings would come from its modules).
+        "OMPI_MCA_btl": "self,tcp",
+        "OMPI_MCA_btl_tcp_if_include": "lo",
+        "WORKFLOW": str(wf),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
+    result = slurm_cluster.run(
+        [
+            "sbatch",
+            "--parsable",
+            f"--chdir={wf.parent}",
+            str(REPO / "slurm" / "templates" / template),
+        ],
+        env=job_env,
+    )
     return result.stdout.strip().split(";")[0]
 
 
 def test_one_node_template(tmp_path, env, slurm_cluster):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: in-allocation
 tasks:
   - name: a
     foreach: {i: {range: [0, 6]}}
     command: echo "$SLURM_JOB_ID" > {outputs}
     outputs: ["out/{i}.txt"]
-""")
+""",
+    )
     job = _submit(slurm_cluster, env, "one-node.sbatch", wf)
     state = slurm_cluster.wait_for_job(job, timeout=90)
     log = (tmp_path / f"hpcflow-{job}.out").read_text()
@@ -41,7 +59,9 @@ tasks:
 
 
 def test_multi_node_gpu_template(tmp_path, env, slurm_cluster):
-    wf = write_workflow(tmp_path, """
+    wf = write_workflow(
+        tmp_path,
+        """
 name: gpus
 tasks:
   - name: g
@@ -49,7 +69,8 @@ tasks:
     resources: {gpus: 1}
     command: sleep 0.2; echo "$CUDA_VISIBLE_DEVICES $SLURMD_NODENAME" > {outputs}
     outputs: ["gpu/{i}.txt"]
-""")
+""",
+    )
     job = _submit(slurm_cluster, env, "multi-node-gpu.sbatch", wf)
     state = slurm_cluster.wait_for_job(job, timeout=90)
     log = (tmp_path / f"hpcflow-{job}.out").read_text()

@@ -13,20 +13,33 @@ from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import PreflightError, check_run_dir, check_world
 from hpcflow.bootstrap.rendezvous import publish, receive
 from hpcflow.bootstrap.roles import Role, gpu_rotation, role_for, worker_count
-from hpcflow.launchers import bootstrap_argv, task_prefix
 from hpcflow.errors import ProfileError
+from hpcflow.launchers import bootstrap_argv, task_prefix
 
 
 @pytest.mark.parametrize(
     ("env", "expected"),
     [
         ({"SLURM_PROCID": "3", "SLURM_NTASKS": "6", "SLURM_LOCALID": "1"}, (3, 6, 1)),
-        ({"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "4",
-          "OMPI_COMM_WORLD_LOCAL_RANK": "0"}, (2, 4, 0)),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "2",
+                "OMPI_COMM_WORLD_SIZE": "4",
+                "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+            },
+            (2, 4, 0),
+        ),
         ({"PMI_RANK": "5", "PMI_SIZE": "8"}, (5, 8, 0)),
         # Open MPI's variables win over SLURM's when both are present (mpirun inside sbatch).
-        ({"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "3", "SLURM_PROCID": "0",
-          "SLURM_NTASKS": "1"}, (1, 3, 0)),
+        (
+            {
+                "OMPI_COMM_WORLD_RANK": "1",
+                "OMPI_COMM_WORLD_SIZE": "3",
+                "SLURM_PROCID": "0",
+                "SLURM_NTASKS": "1",
+            },
+            (1, 3, 0),
+        ),
     ],
 )
 def test_rank_from_launcher_variables(env, expected):
@@ -41,8 +54,13 @@ def test_no_launcher_variables_means_unknown():
 
 
 def test_roles_are_a_pure_function_of_rank():
-    assert [role_for(r) for r in range(5)] == [Role.SCHEDULER, Role.DRIVER, Role.WORKER,
-                                               Role.WORKER, Role.WORKER]
+    assert [role_for(r) for r in range(5)] == [
+        Role.SCHEDULER,
+        Role.DRIVER,
+        Role.WORKER,
+        Role.WORKER,
+        Role.WORKER,
+    ]
     assert worker_count(3) == 1 and worker_count(2) == 0
 
 
@@ -81,7 +99,8 @@ def test_file_rendezvous_ignores_a_stale_address(tmp_path):
     path.write_text(json.dumps({"address": "tcp://old:1", "allocation": "41"}))
     got: list[str] = []
     reader = threading.Thread(
-        target=lambda: got.append(receive(comm=None, path=path, allocation="42", timeout=10)))
+        target=lambda: got.append(receive(comm=None, path=path, allocation="42", timeout=10))
+    )
     reader.start()
     time.sleep(0.3)
     publish("tcp://new:2", comm=None, path=path, allocation="42")
@@ -92,8 +111,9 @@ def test_file_rendezvous_ignores_a_stale_address(tmp_path):
 
 
 def test_pilot_config_round_trip(tmp_path):
-    config = PilotConfig(workers_expected=4, threads_per_worker=2, gpus_per_worker=1,
-                         base_dir="/x", env={"A": "b"})
+    config = PilotConfig(
+        workers_expected=4, threads_per_worker=2, gpus_per_worker=1, base_dir="/x", env={"A": "b"}
+    )
     config.write(tmp_path / "pilot.json")
     assert PilotConfig.read(tmp_path / "pilot.json") == config
     assert config.slots == 8
