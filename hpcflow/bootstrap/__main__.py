@@ -121,6 +121,17 @@ def _worker_local_index(info: environment.RankInfo) -> int:
     return max(0, info.local_rank - offset)
 
 
+def _local_directory(config: PilotConfig) -> str | None:
+    """Worker scratch: the profile's folder, else node-local scratch the site provides."""
+    if config.local_directory:
+        return os.path.expandvars(config.local_directory)
+    for variable in ("SLURM_TMPDIR", "TMPDIR", "PBS_TMPDIR"):
+        value = os.environ.get(variable)
+        if value and os.path.isdir(value):
+            return value
+    return None
+
+
 async def _worker(
     address: str, config: PilotConfig, info: environment.RankInfo, local_index: int
 ) -> int:
@@ -134,7 +145,7 @@ async def _worker(
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(rotated)
         resources["GPU"] = float(config.gpus_per_worker)
     os.chdir(config.base_dir)
-    local_directory = os.path.expandvars(config.local_directory) if config.local_directory else None
+    local_directory = _local_directory(config)
     async with Worker(
         address,
         nthreads=config.threads_per_worker,

@@ -72,7 +72,7 @@ def _print_task(paths, row, attempt: int | None, stream: str) -> None:  # type: 
         try:
             sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
         except FileNotFoundError:
-            click.secho("(no log)", dim=True)
+            click.secho("(empty: the task printed nothing here)", dim=True)
         sys.stdout.flush()
 
 

@@ -12,6 +12,7 @@ import importlib
 import io
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -105,7 +106,6 @@ def run_call(call: TaskCall) -> Outcome:
     """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
     started = time.time()
     try:
-        ensure_dir(os.path.dirname(call.stdout))
         inputs_sig, missing = file_signatures(call.inputs)
         if missing:
             return _finish(
@@ -236,25 +236,20 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if call.env:
         env = dict(os.environ)
         env.update(call.env)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-    out = os.open(call.stdout, flags, 0o644)
-    try:
-        err = os.open(call.stderr, flags, 0o644)
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                cwd=call.workdir,
-                env=env,
-                start_new_session=True,
-                close_fds=True,
-            )
-        finally:
-            os.close(err)
-    finally:
-        os.close(out)
+    if call.kind == "python":
+        ensure_dir(os.path.dirname(call.result))
+    # Pipes, not files: a task that prints nothing leaves no empty log files behind (two
+    # file creations per task are most of the per-task cost on a shared file system).
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=call.workdir,
+        env=env,
+        start_new_session=True,
+        close_fds=True,
+    )
     pgid = proc.pid  # start_new_session: the child leads its own group
     LIVE.add(pgid)
     timer = None
@@ -271,7 +266,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         timer.daemon = True
         timer.start()
     try:
-        _pid, status, usage = os.wait4(proc.pid, 0)
+        status, usage = _drain_and_wait(proc, call.stdout, call.stderr)
     finally:
         if timer is not None:
             timer.cancel()
@@ -286,6 +281,67 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if code < 0:
         return code, peak, f"killed by signal {signal.Signals(-code).name}"
     return code, peak, (f"exited with {code}" if code else None)
+
+
+class _LazyFile:
+    """A log file that is created only when the first byte arrives."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd: int | None = None
+
+    def write(self, data: bytes) -> None:
+        if self.fd is None:
+            ensure_dir(os.path.dirname(self.path))
+            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+            self.fd = os.open(self.path, flags, 0o644)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> tuple[int, Any]:
+    """Copy the child's output to its log files until it exits; return (status, rusage).
+
+    Stops reading once the child itself has exited (a backgrounded straggler holding the
+    pipe open must not keep the task running); the caller kills the rest of the group.
+    """
+    if proc.stdout is None or proc.stderr is None:
+        raise RuntimeError("the task's output pipes are missing")
+    sinks = {proc.stdout.fileno(): _LazyFile(stdout), proc.stderr.fileno(): _LazyFile(stderr)}
+    poller = select.poll()
+    for fd in sinks:
+        poller.register(fd, select.POLLIN)
+    result: tuple[int, int, Any] | None = None
+    open_fds = set(sinks)
+    try:
+        while open_fds:
+            events = poller.poll(100)
+            for fd, _event in events:
+                data = os.read(fd, 65536)
+                if data:
+                    sinks[fd].write(data)
+                else:
+                    poller.unregister(fd)
+                    open_fds.discard(fd)
+            if not events and result is None:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    result = (pid, status, usage)
+                    _signal_group(proc.pid, signal.SIGKILL)  # stragglers holding the pipes
+        if result is None:
+            result = os.wait4(proc.pid, 0)
+    finally:
+        for sink in sinks.values():
+            sink.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    return result[1], result[2]
 
 
 # -- python callables in the worker process -------------------------------------------------
@@ -323,13 +379,19 @@ def _install_streams() -> None:
 
 @contextlib.contextmanager
 def _captured(stdout: str, stderr: str) -> Iterator[None]:
+    """Send this thread's prints to the task's log files (written only if non-empty)."""
     _install_streams()
-    with open(stdout, "w", encoding="utf-8") as out, open(stderr, "w", encoding="utf-8") as err:
-        _STREAMS.out, _STREAMS.err = out, err
-        try:
-            yield
-        finally:
-            _STREAMS.out = _STREAMS.err = None
+    out, err = io.StringIO(), io.StringIO()
+    _STREAMS.out, _STREAMS.err = out, err
+    try:
+        yield
+    finally:
+        _STREAMS.out = _STREAMS.err = None
+        for path, buffer in ((stdout, out), (stderr, err)):
+            if buffer.tell():
+                ensure_dir(os.path.dirname(path))
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write(buffer.getvalue())
 
 
 def resolve_callable(spec: str, workdir: str) -> Any:
@@ -356,6 +418,7 @@ def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
         except Exception as exc:  # the task's own error: record it, never crash the worker
             traceback.print_exc()
             return 1, None, f"{type(exc).__name__}: {exc}"[:500]
+    ensure_dir(os.path.dirname(call.result))
     with open(call.result, "w", encoding="utf-8") as handle:
         handle.write(text)
     return 0, None, None

@@ -19,7 +19,7 @@ def test_hostile_values_are_data_not_code(tmp_path, hpcflow):
             {
                 "name": f"t{n} {value}",
                 "params": {"v": value},
-                "command": "printf '%s' {v} > {outputs}",
+                "command": "printf '%s' {v} > {outputs}; printf '%s' {v}",
                 "outputs": [f"out/{n}.txt"],
             }
         )
@@ -41,7 +41,7 @@ def test_hostile_values_are_data_not_code(tmp_path, hpcflow):
         {
             "name": "sweep",
             "foreach": {"v": HOSTILE_VALUES},
-            "command": "printf '%s\\n' {v} >> sweep.log",
+            "command": "printf '%s\\n' {v} >> sweep.log; printf '%s' {v} >&2",
         }
     )
     wf = work / "workflow.yaml"
@@ -57,8 +57,11 @@ def test_hostile_values_are_data_not_code(tmp_path, hpcflow):
     # Every task log lives inside the run directory, whatever the task's name.
     status = json.loads(hpcflow("status", "--json", cwd=tmp_path).stdout)
     run_dir = Path(status["run_dir"])
+    # Every task that printed has its log folder, directly in tasks/, whatever its name.
     task_dirs = list((run_dir / "tasks").iterdir())
-    assert len(task_dirs) == len(tasks) - 1 + len(HOSTILE_VALUES)
+    assert len(task_dirs) == len(HOSTILE_VALUES) + len(HOSTILE_VALUES)
     assert all(d.parent == run_dir / "tasks" for d in task_dirs)
+    logs = sorted(p.read_text() for d in task_dirs for p in d.iterdir())
+    assert logs.count("a b") == 2 and logs.count("$(touch CANARY)") == 2
     assert not (tmp_path / "escape").exists()
     assert not Path("/abs/path").exists()

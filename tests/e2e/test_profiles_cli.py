@@ -89,7 +89,10 @@ def test_show_defaults_to_local_or_hpcflow_profile(hpcflow, env, user_profiles):
     env["HPCFLOW_PROFILE"] = "slurm-test"
     test = json.loads(hpcflow("profiles", "show", "--json").stdout)
     assert test["name"] == "slurm-test"
-    assert test["settings"]["env"]["value"] == {"OMPI_MCA_btl": "self,tcp"}
+    assert test["settings"]["env"]["value"] == {
+        "OMPI_MCA_btl": "self,tcp",
+        "OMPI_MCA_btl_tcp_if_include": "lo",
+    }
 
 
 def test_show_by_path(hpcflow, user_profiles, tmp_path):
