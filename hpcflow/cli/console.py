@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -16,16 +16,6 @@ from rich.text import Text
 
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-
-STATE_STYLE = {
-    st.SUCCEEDED: "green",
-    st.CACHED: "cyan",
-    st.RUNNING: "yellow",
-    st.PENDING: "white",
-    st.FAILED: "red",
-    st.SKIPPED: "magenta",
-    st.CANCELLED: "red",
-}
 
 
 def counts_table(
@@ -142,7 +132,3 @@ def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: i
             console.print(Text(f"    │ {line}", style="dim"))
     if len(rows) > limit:
         console.print(f"  … and {len(rows) - limit} more (hpcflow status --json)")
-
-
-def summary_group(title: str, counts: dict[str, dict[str, int]], order: list[str]) -> Group:
-    return Group(counts_table(counts, order, title=title))

@@ -15,7 +15,6 @@ import math
 import queue
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -392,6 +391,3 @@ class Driver:
 
     def _failed(self) -> list[int]:
         return [i for i, s in enumerate(self.state) if s == st.FAILED]
-
-
-ProgressCallback = Callable[[dict[str, dict[str, int]]], None]

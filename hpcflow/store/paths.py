@@ -109,9 +109,6 @@ class RunPaths:
     def allocation_stderr(self, number: int) -> Path:
         return self.allocations_dir / f"{number}.err"
 
-    def task_dir(self, slug: str) -> Path:
-        return self.tasks_dir / slug
-
     # One folder per task, one file per attempt and stream: a single mkdir per task keeps
     # tiny tasks cheap.
     def attempt_files(self, slug: str, attempt: int) -> tuple[str, str, str]:
