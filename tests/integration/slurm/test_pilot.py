@@ -310,3 +310,59 @@ tasks:
     assert len(scripts) >= 2, "no continuation allocation was submitted"
     assert "walltime drain" in (run_dir / "driver.log").read_text()
     assert "#SBATCH --time=0:01:00" in scripts[0].read_text()
+
+
+@pytest.mark.slow
+def test_allocation_killed_at_walltime_is_continued(tmp_path, slurm_env):
+    """SLURM kills the allocation at its time limit (TIMEOUT, ~60-90 s on the test
+    cluster); the continuation allocation resumes the run and finishes it."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: timeout
+tasks:
+  - name: quick
+    command: echo quick > quick.txt
+    outputs: [quick.txt]
+  - name: stubborn
+    needs: [quick]
+    # First attempt outlives the allocation; the retry in the continuation is fast.
+    command: if [ -e tried ]; then echo done > out.txt; else touch tried; sleep 600; fi
+    outputs: [out.txt]
+""",
+    )
+    env_resubmit = {**slurm_env, "HPCFLOW_RESUBMIT": "true"}
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hpcflow.cli.main",
+            "run",
+            str(wf),
+            "--profile",
+            "slurm-test",
+            "--walltime",
+            "1m",
+            "-q",
+        ],
+        env=env_resubmit,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    assert len(list((run_dir / "allocations").glob("*.sh"))) == 2
+    assert "hit its walltime" in result.stderr + (run_dir / "driver.log").read_text()
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", "status", "--json", str(run_dir)],
+            env=slurm_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
+    assert [a["state"] for a in status["allocations"]] == ["timeout", "completed"]
+    assert status["counts"] == {"quick": {"succeeded": 1}, "stubborn": {"succeeded": 1}}
