@@ -14,7 +14,12 @@ from pathlib import Path
 
 from hpcflow.bootstrap import environment
 from hpcflow.bootstrap.config import PilotConfig
-from hpcflow.bootstrap.preflight import PreflightError, check_run_dir, check_world
+from hpcflow.bootstrap.preflight import (
+    PreflightError,
+    check_run_dir,
+    check_transport,
+    check_world,
+)
 from hpcflow.bootstrap.rendezvous import publish, receive
 from hpcflow.bootstrap.roles import NON_WORKER_RANKS, Role, gpu_rotation, role_for
 from hpcflow.errors import HpcflowError
@@ -38,6 +43,7 @@ def main(argv: list[str]) -> int:
         check_run_dir(run_dir)
         check_world(info.size)
         config = PilotConfig.read(run_dir / "pilot.json")
+        check_transport(config.transport)
     except HpcflowError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {info.rank} on {info.host}): {exc}\n")
         return 3

@@ -40,3 +40,19 @@ def check_run_dir(run_dir: Path) -> None:
             f"run directory {run_dir} is not writable from {os.uname().nodename}: {exc}",
             hint="put the workflow (and so .hpcflow/runs) on a shared, writable file system",
         ) from None
+
+
+def check_transport(transport: str) -> None:
+    """The chosen Dask transport can be used here (UCX needs an optional package)."""
+    if transport != "ucx":
+        return
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        raise PreflightError(
+            "transport 'ucx' needs the distributed-ucxx package, which is not installed "
+            "in this environment",
+            hint="pip install 'hpcflow[ucx]' (distributed-ucxx-cu12; it pins its own "
+            "dask/distributed versions, so use a separate environment), or choose "
+            "transport: tcp",
+        ) from None

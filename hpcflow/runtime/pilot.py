@@ -17,6 +17,7 @@ from pathlib import Path
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus, Backend
 from hpcflow.backends.poller import Poller
 from hpcflow.bootstrap.config import PilotConfig
+from hpcflow.bootstrap.preflight import check_transport
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
 from hpcflow.launchers import bootstrap_argv
 from hpcflow.runtime.driver import Observer
@@ -209,6 +210,13 @@ def run_pilot(
     started = time.time()
     graph = prepared.graph
     db: st.StateDB | None = None
+    try:
+        # Fail before anything is created or submitted (the ranks check again on the nodes).
+        check_transport(profile.transport)
+    except BaseException:
+        prepared.memo.close()
+        prepared.lock.release()
+        raise
     handler = None
     try:
         run_id, paths, db = create_run(

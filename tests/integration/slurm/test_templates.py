@@ -77,3 +77,33 @@ tasks:
     assert state == "COMPLETED", log
     seen = {p.read_text().split()[0] for p in (tmp_path / "gpu").iterdir()}
     assert len(seen) >= 2 and seen <= {"0,1", "1,0"}, seen
+
+
+def test_ucx_template_fails_fast_without_distributed_ucxx(tmp_path, env, slurm_cluster):
+    """distributed-ucxx pins another dask release, so the project's test environment has
+    no UCX: the template must stop at once with the install command, not hang."""
+    pytest.importorskip("distributed")
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("distributed-ucxx is installed here: the UCX run itself is issue 5's test")
+    wf = write_workflow(
+        tmp_path,
+        """
+name: ucx
+tasks:
+  - name: a
+    command: echo hi > a.txt
+    outputs: [a.txt]
+""",
+    )
+    job = _submit(slurm_cluster, env, "ucx.sbatch", wf)
+    state = slurm_cluster.wait_for_job(job, timeout=90)
+    log = (tmp_path / f"hpcflow-{job}.out").read_text()
+    assert state == "FAILED", log
+    assert "transport 'ucx' needs the distributed-ucxx package" in log
+    assert "pip install 'hpcflow[ucx]'" in log
+    assert "Traceback" not in log
+    assert not (tmp_path / "a.txt").exists()

@@ -131,3 +131,16 @@ def test_launcher_argv():
     assert "--overlap" in prefix and "--ntasks=4" in prefix and "--nodes=2" in prefix
     assert task_prefix("mpirun", 4, 2)[:3] == ["mpirun", "-n", "4"]
     assert task_prefix("single", 4, None) == []
+
+
+def test_transport_preflight():
+    from hpcflow.bootstrap.preflight import check_transport
+
+    check_transport("tcp")
+    check_transport("tls")
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        with pytest.raises(PreflightError, match="distributed-ucxx") as err:
+            check_transport("ucx")
+        assert "hpcflow[ucx]" in str(err.value)
