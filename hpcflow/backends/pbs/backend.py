@@ -47,6 +47,7 @@ from pathlib import Path
 
 from hpcflow.backends._commands import CommandResult, CommandRunner, CommandTimedOut
 from hpcflow.backends._render import Renderer, validate_env_name
+from hpcflow.backends._submit_errors import classify_submit_failure
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
 from hpcflow.backends.pbs.states import (
     Flavor,
@@ -554,28 +555,17 @@ def parse_qsub_id(stdout: str) -> str:
 def classify_submit_error(stdout: str, stderr: str, returncode: int) -> SubmitError:
     """A SubmitError for a failed qsub: transient (retry may help) or permanent.
 
-    A permanent error's hint names the profile setting that fixes it; an unknown error
-    is treated as permanent, so a bad request fails fast instead of being retried.
     SLURM's qsub wrapper prints sbatch's error on stdout, so both streams are read.
     """
     text = f"{stderr}\n{stdout}"
-    message = _qsub_message(text) or f"qsub exited with {returncode}"
-    folded = text.lower()
-    if any(pattern.lower() in folded for pattern in TRANSIENT_ERRORS):
-        return SubmitError(
-            f"qsub failed: {message}", transient=True,
-            hint="the PBS server is busy or unreachable; retry later",
-        )  # fmt: skip
-    for pattern, setting in PERMANENT_ERRORS:
-        if pattern.lower() in folded:
-            return SubmitError(
-                f"qsub rejected the allocation: {message}", transient=False,
-                hint=f"check the profile's {setting} setting",
-            )  # fmt: skip
-    return SubmitError(
-        f"qsub failed: {message}", transient=False,
-        hint="read qsub's message above; 'hpcflow render' shows the script it was given",
-    )  # fmt: skip
+    return classify_submit_failure(
+        "qsub",
+        _qsub_message(text) or f"qsub exited with {returncode}",
+        text,
+        TRANSIENT_ERRORS,
+        PERMANENT_ERRORS,
+        "the PBS server is busy or unreachable; retry later",
+    )
 
 
 def _qsub_message(text: str) -> str:

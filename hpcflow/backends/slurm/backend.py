@@ -34,6 +34,7 @@ from pathlib import Path
 
 from hpcflow.backends._commands import CommandRunner, CommandTimedOut
 from hpcflow.backends._render import Renderer, validate_env_name, validate_extra_directive
+from hpcflow.backends._submit_errors import classify_submit_failure
 from hpcflow.backends.base import AllocationRequest, AllocationStatus
 from hpcflow.backends.slurm.states import (
     decode_exit_pair,
@@ -405,28 +406,15 @@ def parse_sbatch_parsable(stdout: str) -> str:
 
 
 def classify_submit_error(stderr: str, returncode: int) -> SubmitError:
-    """A SubmitError for a failed sbatch: transient (retry may help) or permanent.
-
-    A permanent error's hint names the profile setting that fixes it; an unknown error
-    is treated as permanent, so a bad request fails fast instead of being retried.
-    """
-    message = _sbatch_message(stderr) or f"sbatch exited with {returncode}"
-    folded = stderr.lower()
-    if any(pattern.lower() in folded for pattern in TRANSIENT_ERRORS):
-        return SubmitError(
-            f"sbatch failed: {message}", transient=True,
-            hint="the SLURM controller is busy or unreachable; retry later",
-        )  # fmt: skip
-    for pattern, setting in PERMANENT_ERRORS:
-        if pattern.lower() in folded:
-            return SubmitError(
-                f"sbatch rejected the allocation: {message}", transient=False,
-                hint=f"check the profile's {setting} setting",
-            )  # fmt: skip
-    return SubmitError(
-        f"sbatch failed: {message}", transient=False,
-        hint="read sbatch's message above; 'hpcflow render' shows the script it was given",
-    )  # fmt: skip
+    """A SubmitError for a failed sbatch: transient (retry may help) or permanent."""
+    return classify_submit_failure(
+        "sbatch",
+        _sbatch_message(stderr) or f"sbatch exited with {returncode}",
+        stderr,
+        TRANSIENT_ERRORS,
+        PERMANENT_ERRORS,
+        "the SLURM controller is busy or unreachable; retry later",
+    )
 
 
 def _sbatch_message(stderr: str) -> str:

@@ -49,3 +49,33 @@ def slurm_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def slurm_env(env, slurm_cluster):
+    """The CLI's environment (private HPCFLOW_HOME) pointed at the test cluster."""
+    return {**env, **slurm_cluster.extra_env}
+
+
+@pytest.fixture
+def hpcflow_slurm(slurm_env):
+    """Run ``hpcflow ARGS...`` as a real process against the test cluster."""
+    import subprocess
+    import sys
+
+    from tests.conftest import CliResult
+
+    def run(*args, cwd=None, timeout: float = 180) -> CliResult:
+        proc = subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", *args],
+            cwd=cwd, env=slurm_env, capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+def queued_jobs(slurm_cluster) -> list[str]:
+    """Every job the test cluster still lists (``squeue``), as "ID STATE" lines."""
+    out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
+    return [line for line in out.splitlines() if line.strip()]

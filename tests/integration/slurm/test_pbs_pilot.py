@@ -5,42 +5,15 @@ private test cluster); mpirun starts the ranks, as on a PBS site."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CliResult, write_workflow
+from tests.conftest import write_workflow
+from tests.integration.slurm.conftest import queued_jobs
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def slurm_env(env, slurm_cluster):
-    return {**env, **slurm_cluster.extra_env}
-
-
-@pytest.fixture
-def hpcflow_pbs(slurm_env):
-    def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", *args],
-            cwd=cwd,
-            env=slurm_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-    return run
-
-
-def _queue(slurm_cluster) -> list[str]:
-    out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
-    return [line for line in out.splitlines() if line.strip()]
 
 
 def _allocation_logs(wf: Path) -> str:
@@ -49,13 +22,13 @@ def _allocation_logs(wf: Path) -> str:
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
-def test_hello_through_qsub_qstat(example, hpcflow_pbs, slurm_cluster, nodes):
+def test_hello_through_qsub_qstat(example, hpcflow_slurm, slurm_cluster, nodes):
     wf = example("hello")
-    result = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--nodes", str(nodes), "-q")
+    result = hpcflow_slurm("run", str(wf), "--profile", "pbs-test", "--nodes", str(nodes), "-q")
     assert result.returncode == 0, result.output + _allocation_logs(wf)
     assert "submitted allocation" in result.stdout and "(pbs)" in result.stdout
     assert (wf.parent / "results" / "count.txt").read_text().strip() == "3"
-    status = json.loads(hpcflow_pbs("status", "--json").stdout)
+    status = json.loads(hpcflow_slurm("status", "--json").stdout)
     assert status["status"] == "succeeded"
     assert all(set(c) == {"succeeded"} for c in status["counts"].values())
     (allocation,) = status["allocations"]
@@ -66,10 +39,10 @@ def test_hello_through_qsub_qstat(example, hpcflow_pbs, slurm_cluster, nodes):
     assert "\nexec mpirun -n " in script and "#SBATCH" not in script
     info = slurm_cluster.run(["scontrol", "show", "job", allocation["native_id"]]).stdout
     assert f"NumNodes={nodes} " in info
-    assert _queue(slurm_cluster) == []
+    assert queued_jobs(slurm_cluster) == []
 
 
-def test_detach_status_and_cancel_through_qstat_qdel(tmp_path, hpcflow_pbs, slurm_cluster):
+def test_detach_status_and_cancel_through_qstat_qdel(tmp_path, hpcflow_slurm, slurm_cluster):
     """``hpcflow status`` and ``hpcflow cancel`` find the backend by name only (no
     profile): they poll the wrappers' qstat and cancel with qdel all the same."""
     wf = write_workflow(
@@ -81,29 +54,29 @@ tasks:
     command: sleep 120
 """,
     )
-    submitted = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--detach")
+    submitted = hpcflow_slurm("run", str(wf), "--profile", "pbs-test", "--detach")
     assert submitted.returncode == 0, submitted.output
     deadline = time.monotonic() + 30
     allocation: dict = {}
     while time.monotonic() < deadline:
-        status = json.loads(hpcflow_pbs("status", "--json").stdout)
+        status = json.loads(hpcflow_slurm("status", "--json").stdout)
         (allocation,) = status["allocations"]
         if allocation["state"] == "running":
             break
         time.sleep(0.5)
     assert (allocation["state"], allocation["native_state"]) == ("running", "R"), allocation
-    cancelled = hpcflow_pbs("cancel", status["run_id"])
+    cancelled = hpcflow_slurm("cancel", status["run_id"])
     assert cancelled.returncode == 0, cancelled.output
     assert allocation["native_id"] in cancelled.stdout
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and _queue(slurm_cluster):
+    while time.monotonic() < deadline and queued_jobs(slurm_cluster):
         time.sleep(0.3)
-    assert _queue(slurm_cluster) == []
+    assert queued_jobs(slurm_cluster) == []
     assert slurm_cluster.job_state(allocation["native_id"]) == "CANCELLED"
 
 
-def test_bad_queue_is_a_user_error(example, hpcflow_pbs):
+def test_bad_queue_is_a_user_error(example, hpcflow_slurm):
     wf = example("hello")
-    bad = hpcflow_pbs("run", str(wf), "--profile", "pbs-test", "--partition", "nosuch")
+    bad = hpcflow_slurm("run", str(wf), "--profile", "pbs-test", "--partition", "nosuch")
     assert bad.returncode == 2, bad.output
     assert "partition" in bad.stderr and "Traceback" not in bad.stderr

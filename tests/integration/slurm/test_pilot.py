@@ -13,35 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import HOSTILE_VALUES, CliResult, processes_with, write_workflow
+from tests.conftest import HOSTILE_VALUES, processes_with, write_workflow
+from tests.integration.slurm.conftest import queued_jobs
 
 pytestmark = pytest.mark.slurm
-
-
-@pytest.fixture
-def slurm_env(env, slurm_cluster):
-    return {**env, **slurm_cluster.extra_env}
-
-
-@pytest.fixture
-def hpcflow_slurm(slurm_env):
-    def run(*args: str, cwd: Path | None = None, timeout: float = 180) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", *args],
-            cwd=cwd,
-            env=slurm_env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
-
-    return run
-
-
-def _queue(slurm_cluster) -> list[str]:
-    out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
-    return [line for line in out.splitlines() if line.strip()]
 
 
 @pytest.mark.parametrize("nodes", [1, 3])
@@ -164,9 +139,9 @@ tasks:
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, out + err
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and (_queue(slurm_cluster) or processes_with(marker)):
+    while time.monotonic() < deadline and (queued_jobs(slurm_cluster) or processes_with(marker)):
         time.sleep(0.3)
-    assert _queue(slurm_cluster) == []
+    assert queued_jobs(slurm_cluster) == []
     assert processes_with(marker) == []
 
 
@@ -242,7 +217,7 @@ tasks:
     cancelled = hpcflow_slurm("cancel", status["run_id"])
     assert cancelled.returncode == 0, cancelled.output
     assert allocation["native_id"] in cancelled.stdout
-    assert _queue(slurm_cluster) == []
+    assert queued_jobs(slurm_cluster) == []
 
 
 def test_allocation_failure_names_job_state_and_logs(tmp_path, slurm_env):
