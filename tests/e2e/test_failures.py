@@ -123,3 +123,44 @@ tasks:
     assert "asks for 512 cpus" in result.stderr
     assert "Traceback" not in result.output
     assert not (tmp_path / "small.txt").exists()
+
+
+def test_a_two_cpu_task_takes_two_slots(tmp_path, hpcflow):
+    wf = write_workflow(
+        tmp_path,
+        """
+name: wide
+tasks:
+  - name: wide
+    foreach: {i: [1, 2, 3]}
+    resources: {cpus: 2}
+    command: date +%s.%N > start-{i}; sleep 0.4; date +%s.%N > end-{i}
+""",
+    )
+    result = hpcflow("run", str(wf), "--threads", "2", "-q")
+    assert result.returncode == 0, result.output
+    spans = sorted(
+        (float((tmp_path / f"start-{i}").read_text()), float((tmp_path / f"end-{i}").read_text()))
+        for i in (1, 2, 3)
+    )
+    # With 2 slots, tasks that each need 2 never overlap.
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert start >= end, spans
+
+
+def test_logs_of_an_earlier_attempt(tmp_path, hpcflow):
+    wf = write_workflow(
+        tmp_path,
+        """
+name: twice
+tasks:
+  - name: twice
+    retries: {attempts: 1, backoff: 0.1}
+    command: if [ -e seen ]; then echo second; else touch seen; echo first; exit 1; fi
+""",
+    )
+    assert hpcflow("run", str(wf), "-q").returncode == 0
+    run_id = json.loads(hpcflow("status", "--json").stdout)["run_id"]
+    first = hpcflow("logs", run_id, "twice", "--attempt", "1", "--stream", "stdout")
+    latest = hpcflow("logs", run_id, "twice", "--stream", "stdout")
+    assert (first.stdout, latest.stdout) == ("first\n", "second\n")
