@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from hpcflow.errors import ProfileError
+
 
 class AllocationState(str, enum.Enum):
     """Our vocabulary for an allocation's state, whatever the batch system calls it."""
@@ -61,6 +63,30 @@ class AllocationRequest:
     setup_lines: Sequence[str] = ()  # trusted shell lines from the profile (module load ...)
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: Path | None = None
+
+    def check(self) -> None:
+        """Refuse counts and sizes no batch system could honour, naming the setting."""
+        for setting, value, least in (
+            ("nodes", self.nodes, 1),
+            ("ntasks", self.ntasks, 1),
+            ("cpus_per_task", self.cpus_per_task, 1),
+            ("gpus_per_node", self.gpus_per_node, 0),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ProfileError(
+                    f"{setting} must be a whole number of at least {least}, not {value!r}",
+                    hint=f"fix the {setting} setting",
+                )
+        if self.memory_per_node is not None and self.memory_per_node <= 0:
+            raise ProfileError(
+                f"memory_per_node must be positive, not {self.memory_per_node!r}",
+                hint="fix the memory_per_node setting",
+            )
+        if self.walltime is not None and not self.walltime > 0:
+            raise ProfileError(
+                f"walltime must be positive, not {self.walltime!r}",
+                hint="fix the walltime setting",
+            )
 
 
 @dataclass(frozen=True)

@@ -195,7 +195,7 @@ class PbsBackend:
 
     def resources(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
         """The ``-l`` resource lines (without ``#PBS``), each with an optional comment."""
-        _check_counts(request)
+        request.check()
         per_node = ranks_per_node(request)
         cpus = cpus_per_node(request)
         lines: list[tuple[str, str | None]] = []
@@ -510,30 +510,6 @@ def _check_not_typed(text: str, emitted: set[str], resources: set[str]) -> None:
                 f"extra directive {text!r} repeats the resource {key!r} hpcflow already asks for",
                 hint=f"use the {_TYPED_RESOURCES.get(key, key)} setting(s) instead",
             )
-
-
-def _check_counts(request: AllocationRequest) -> None:
-    for setting, value, least in (
-        ("nodes", request.nodes, 1),
-        ("ntasks", request.ntasks, 1),
-        ("cpus_per_task", request.cpus_per_task, 1),
-        ("gpus_per_node", request.gpus_per_node, 0),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ProfileError(
-                f"{setting} must be a whole number of at least {least}, not {value!r}",
-                hint=f"fix the {setting} setting",
-            )
-    if request.memory_per_node is not None and request.memory_per_node <= 0:
-        raise ProfileError(
-            f"memory_per_node must be positive, not {request.memory_per_node!r}",
-            hint="fix the memory_per_node setting",
-        )
-    if request.walltime is not None and not request.walltime > 0:
-        raise ProfileError(
-            f"walltime must be positive, not {request.walltime!r}",
-            hint="fix the walltime setting",
-        )
 
 
 # -- output parsers -------------------------------------------------------------

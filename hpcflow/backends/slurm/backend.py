@@ -149,7 +149,7 @@ class SlurmBackend:
 
     def directives(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
         """The ``#SBATCH`` lines (without the prefix), each with an optional comment."""
-        _check_counts(request)
+        request.check()
         lines: list[tuple[str, str | None]] = [
             (f"--job-name={job_name(request.job_name)}", None),
             (f"--output={directive_path(request.stdout)}", None),
@@ -345,30 +345,6 @@ def format_walltime(seconds: float) -> str:
     if days:
         return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
     return f"{hours}:{minutes:02d}:{secs:02d}"
-
-
-def _check_counts(request: AllocationRequest) -> None:
-    for setting, value, least in (
-        ("nodes", request.nodes, 1),
-        ("ntasks", request.ntasks, 1),
-        ("cpus_per_task", request.cpus_per_task, 1),
-        ("gpus_per_node", request.gpus_per_node, 0),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise ProfileError(
-                f"{setting} must be a whole number of at least {least}, not {value!r}",
-                hint=f"fix the {setting} setting",
-            )
-    if request.memory_per_node is not None and request.memory_per_node <= 0:
-        raise ProfileError(
-            f"memory_per_node must be positive, not {request.memory_per_node!r}",
-            hint="fix the memory_per_node setting",
-        )
-    if request.walltime is not None and not request.walltime > 0:
-        raise ProfileError(
-            f"walltime must be positive, not {request.walltime!r}",
-            hint="fix the walltime setting",
-        )
 
 
 def _check_not_typed(text: str, emitted: set[str]) -> None:
