@@ -19,6 +19,14 @@ bash slurm/install-deps.sh --accounting
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e ".[dev]"
+# UCX (distributed-ucxx) pins its own dask/distributed release, so the UCX tests' ranks
+# run from a second venv. distributed-ucxx-cu12 goes in first: installed together with
+# a newer distributed, pip backtracks to a broken stub release.
+if ! .venv-ucx/bin/python -c 'import distributed_ucxx, hpcflow' 2>/dev/null; then
+    [ -x .venv-ucx/bin/python ] || python3 -m venv .venv-ucx
+    .venv-ucx/bin/python -m pip install -q "distributed-ucxx-cu12"
+    .venv-ucx/bin/python -m pip install -q -e . "mpi4py>=3.1"
+fi
 
 # As root with the packages installed, the SLURM tests must run, never skip.
 if [ "$(id -u)" -eq 0 ]; then

@@ -22,7 +22,9 @@ from hpcflow.bootstrap.preflight import (
 )
 from hpcflow.bootstrap.rendezvous import publish, receive
 from hpcflow.bootstrap.roles import NON_WORKER_RANKS, Role, gpu_rotation, role_for
+from hpcflow.bootstrap.workers import record_workers
 from hpcflow.errors import HpcflowError
+from hpcflow.transport.security import security_for
 
 log = logging.getLogger("hpcflow.bootstrap")
 _started = time.time()
@@ -55,13 +57,13 @@ def main(argv: list[str]) -> int:
     local_index = _worker_local_index(info)
     try:
         if role is Role.SCHEDULER:
-            code = asyncio.run(_scheduler(config, info, address_file, allocation))
+            code = asyncio.run(_scheduler(config, info, run_dir, address_file, allocation))
         else:
             address = receive(comm=info.comm, path=address_file, allocation=allocation)
             if role is Role.DRIVER:
                 code = _driver(run_dir, address, config)
             else:
-                code = asyncio.run(_worker(address, config, info, local_index))
+                code = asyncio.run(_worker(address, config, info, local_index, run_dir))
     except PreflightError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
         return 3
@@ -96,23 +98,77 @@ def _host(config: PilotConfig) -> str | None:
 
 
 async def _scheduler(
-    config: PilotConfig, info: environment.RankInfo, address_file: Path, allocation: str
+    config: PilotConfig,
+    info: environment.RankInfo,
+    run_dir: Path,
+    address_file: Path,
+    allocation: str,
 ) -> int:
     from distributed import Scheduler
 
     host = _host(config)
+    dashboard = config.dashboard_address
     async with Scheduler(
         host=host,
         interface=config.interface,
         port=0,
-        dashboard=False,
-        dashboard_address=f"{host or ''}:0",
+        dashboard=dashboard is not None,
+        dashboard_address=_dashboard_bind(dashboard, host),
         protocol=config.transport,
+        security=security_for(run_dir, config.transport),
     ) as scheduler:
         log.info("scheduler at %s", scheduler.address)
-        publish(scheduler.address, comm=info.comm, path=address_file, allocation=allocation)
+        dashboard_url = _dashboard_url(scheduler, info.host) if dashboard is not None else None
+        if dashboard_url:
+            log.info("dashboard at %s", dashboard_url)
+        publish(
+            scheduler.address,
+            comm=info.comm,
+            path=address_file,
+            allocation=allocation,
+            extra={"dashboard": dashboard_url, "host": info.host},
+        )
         await scheduler.finished()
     return 0
+
+
+def _dashboard_bind(dashboard: str | None, host: str | None) -> str:
+    """Where the dashboard listens: the profile's ``[host]:port``, on our host by default."""
+    if dashboard is None:
+        return f"{host or ''}:0"
+    bind_host, _, port = dashboard.rpartition(":")
+    return f"{bind_host or host or ''}:{port or 0}"
+
+
+def _dashboard_url(scheduler: object, node: str) -> str | None:
+    """``http://HOST:PORT/status`` of the running dashboard, or None when it did not start.
+
+    The dashboard needs bokeh; without it distributed logs a warning and serves none.
+    """
+    server = getattr(scheduler, "http_server", None)
+    port = getattr(server, "port", None) if server is not None else None
+    services = getattr(scheduler, "services", {}) or {}
+    if "dashboard" not in services and not _has_bokeh():
+        log.warning("dashboard requested but bokeh is not installed: pip install bokeh")
+        return None
+    if not port:
+        return None
+    host = _host_of(getattr(scheduler, "address", "")) or node
+    return f"http://{host}:{port}/status"
+
+
+def _has_bokeh() -> bool:
+    try:
+        import bokeh  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _host_of(address: str) -> str | None:
+    rest = address.split("://", 1)[-1]
+    host, _, _ = rest.rpartition(":")
+    return host or None
 
 
 def _worker_local_index(info: environment.RankInfo) -> int:
@@ -139,11 +195,19 @@ def _local_directory(config: PilotConfig) -> str | None:
 
 
 async def _worker(
-    address: str, config: PilotConfig, info: environment.RankInfo, local_index: int
+    address: str,
+    config: PilotConfig,
+    info: environment.RankInfo,
+    local_index: int,
+    run_dir: Path,
 ) -> int:
+    import dask
     from distributed import Worker
 
-    resources: dict[str, float] = {"cpus": float(config.threads_per_worker)}
+    resources: dict[str, float] = {
+        **config.worker_resources,
+        "cpus": float(config.threads_per_worker),
+    }
     if config.gpus_per_worker:
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
         rotated = gpu_rotation(visible, local_index)
@@ -152,27 +216,32 @@ async def _worker(
         resources["GPU"] = float(config.gpus_per_worker)
     os.chdir(config.base_dir)
     local_directory = _local_directory(config)
-    async with Worker(
-        address,
-        nthreads=config.threads_per_worker,
-        resources=resources,
-        name=f"rank-{info.rank}",
-        local_directory=local_directory,
-        death_timeout=120,
-        host=_host(config),
-        interface=config.interface,
-        protocol=config.transport,
-        memory_limit=config.memory_limit or "auto",
-        dashboard=False,
-    ) as worker:
-        log.info(
-            "worker %s (local index %d, resources %s) on %s",
-            worker.address,
-            local_index,
-            resources,
-            info.host,
-        )
-        await worker.finished()
+    memory = {f"distributed.worker.memory.{k}": v for k, v in config.memory_fractions.items()}
+    with dask.config.set(memory):
+        async with Worker(
+            address,
+            nthreads=config.threads_per_worker,
+            resources=resources,
+            name=f"rank-{info.rank}",
+            local_directory=local_directory,
+            death_timeout=120,
+            host=_host(config),
+            interface=config.interface,
+            protocol=config.transport,
+            security=security_for(run_dir, config.transport),
+            memory_limit=config.memory_limit or "auto",
+            lifetime=config.lifetime,
+            lifetime_stagger=config.lifetime_stagger or None,
+            dashboard=False,
+        ) as worker:
+            log.info(
+                "worker %s (local index %d, resources %s) on %s",
+                worker.address,
+                local_index,
+                resources,
+                info.host,
+            )
+            await worker.finished()
     return 0
 
 
@@ -188,7 +257,12 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         prepared, db, run_id = open_run(run_dir)
         prepared.factory.mpi_launcher = config.launcher
         prepared.factory.mpi = config.mpi
-        client = Client(address, timeout=120, set_as_default=False)
+        client = Client(
+            address,
+            timeout=120,
+            set_as_default=False,
+            security=security_for(run_dir, config.transport),
+        )
         started = time.monotonic()
         client.wait_for_workers(config.workers_expected, timeout=config.worker_wait_timeout)
         slots = sum(client.nthreads().values())
@@ -204,6 +278,7 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         if walltime:
             # The allocation started about when the bootstrap did.
             deadline = _started + float(walltime)
+        record_workers(client, run_dir / "workers.json")
         summary = drive(
             prepared,
             db,
@@ -229,6 +304,10 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
                 client.shutdown()  # stops the scheduler and every worker: the allocation ends
             except Exception as exc:
                 log.warning("shutdown: %s", exc)
+            try:
+                client.close()  # UCX: an unclosed client can hang or crash the shutdown
+            except Exception as exc:
+                log.debug("close: %s", exc)
         logging.getLogger("hpcflow").removeHandler(handler)
 
 

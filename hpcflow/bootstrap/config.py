@@ -25,6 +25,12 @@ class PilotConfig:
     mpi: str = "pmix"
     worker_wait_timeout: float = 300.0
     env: dict[str, str] = field(default_factory=dict)
+    dashboard_address: str | None = None
+    #: distributed.worker.memory.{target,spill,pause}; None keeps Dask's default.
+    memory_fractions: dict[str, float | bool] = field(default_factory=dict)
+    worker_resources: dict[str, float] = field(default_factory=dict)
+    lifetime: float | None = None
+    lifetime_stagger: float = 0.0
 
     @property
     def slots(self) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -42,17 +43,34 @@ def check_run_dir(run_dir: Path) -> None:
         ) from None
 
 
-def check_transport(transport: str) -> None:
-    """The chosen Dask transport can be used here (UCX needs an optional package)."""
+def check_transport(transport: str, python: str | None = None) -> None:
+    """The chosen Dask transport can be used (UCX needs an optional package).
+
+    ``python`` is the interpreter the ranks will run, when it is not this one (UCX
+    usually lives in its own environment); it is asked to import the package, if it
+    exists on this host (otherwise the ranks check for themselves).
+    """
     if transport != "ucx":
         return
-    try:
-        import distributed_ucxx  # noqa: F401
-    except ImportError:
-        raise PreflightError(
-            "transport 'ucx' needs the distributed-ucxx package, which is not installed "
-            "in this environment",
-            hint="pip install 'hpcflow[ucx]' (distributed-ucxx-cu12; it pins its own "
-            "dask/distributed versions, so use a separate environment), or choose "
-            "transport: tcp",
-        ) from None
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable):
+        if not os.path.exists(python):
+            return
+        from hpcflow.backends._commands import CommandRunner
+
+        result = CommandRunner().run([python, "-c", "import distributed_ucxx"], timeout=120)
+        if result.returncode == 0:
+            return
+        where = f"the ranks' Python ({python})"
+    else:
+        try:
+            import distributed_ucxx  # noqa: F401
+
+            return
+        except ImportError:
+            where = "this environment"
+    raise PreflightError(
+        f"transport 'ucx' needs the distributed-ucxx package, which is not installed in {where}",
+        hint="pip install 'hpcflow[ucx]' (distributed-ucxx-cu12; it pins its own "
+        "dask/distributed versions, so use a separate environment and name its "
+        "interpreter as `python:` in the profile), or choose transport: tls",
+    )

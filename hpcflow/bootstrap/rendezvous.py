@@ -11,9 +11,16 @@ from hpcflow.bootstrap.preflight import PreflightError
 from hpcflow.store.atomic import write_json_atomic
 
 
-def publish(address: str, *, comm: Any, path: Path, allocation: str) -> None:
-    """Rank 0: tell every rank where the scheduler listens."""
-    write_json_atomic(path, {"address": address, "allocation": allocation})
+def publish(
+    address: str,
+    *,
+    comm: Any,
+    path: Path,
+    allocation: str,
+    extra: dict[str, Any] | None = None,
+) -> None:
+    """Rank 0: tell every rank (and ``hpcflow status``) where the scheduler listens."""
+    write_json_atomic(path, {**(extra or {}), "address": address, "allocation": allocation})
     if comm is not None:
         comm.bcast(address, root=0)
 

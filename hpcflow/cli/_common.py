@@ -50,10 +50,15 @@ class RunView:
 
 
 def driver_alive(meta: dict[str, Any]) -> bool:
-    """Whether the run's driver process still exists (only knowable on its own host)."""
-    if meta.get("host") != socket.gethostname():
+    """Whether the run's driver process still exists (only knowable on its own host).
+
+    A pilot's driver runs inside the allocation and records itself as ``driver_pid``/
+    ``driver_host``; ``pid``/``host`` are the process that created the run.
+    """
+    host = meta.get("driver_host", meta.get("host"))
+    if host != socket.gethostname():
         return True
-    pid = meta.get("pid")
+    pid = meta.get("driver_pid", meta.get("pid"))
     if not isinstance(pid, int):
         return False
     try:

@@ -32,6 +32,17 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--account", help="Batch profiles: account to charge.")
 @click.option("--walltime", help="Batch profiles: allocation walltime, e.g. 2h or 1:00:00.")
 @click.option(
+    "--mode",
+    type=click.Choice(["pilot", "jobs", "elastic"]),
+    help="Batch profiles: pilot (one allocation runs everything), jobs (a batch job per "
+    "task, arrays for sweeps) or elastic (workers come and go as batch jobs).",
+)
+@click.option(
+    "--transport",
+    type=click.Choice(["tcp", "tls", "ucx"]),
+    help="Batch profiles: how Dask's processes talk (default tls: per-run certificates).",
+)
+@click.option(
     "--run-dir",
     type=click.Path(file_okay=False, path_type=Path),
     help="Run directory (default: .hpcflow/runs/RUN_ID beside the workflow).",
@@ -55,6 +66,8 @@ def command(
     partition: str | None,
     account: str | None,
     walltime: str | None,
+    mode: str | None,
+    transport: str | None,
     run_dir: Path | None,
     force: bool,
     rerun: tuple[str, ...],
@@ -72,7 +85,14 @@ def command(
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
-    overrides = {"nodes": nodes, "partition": partition, "account": account, "walltime": walltime}
+    overrides = {
+        "nodes": nodes,
+        "partition": partition,
+        "account": account,
+        "walltime": walltime,
+        "mode": mode,
+        "transport": transport,
+    }
     flags = {k: f"--{k}" for k in overrides}
     layout = None
     if profile is None and not dry_run:
@@ -126,7 +146,17 @@ def command(
             )
 
         backend = get_backend(resolved.backend, profile=resolved)
-        return run_pilot(
+        if resolved.mode == "jobs":
+            from hpcflow.runtime.jobs import run_jobs
+
+            run_mode = run_jobs
+        elif resolved.mode == "elastic":
+            from hpcflow.runtime.elastic import run_elastic
+
+            run_mode = run_elastic
+        else:
+            run_mode = run_pilot
+        return run_mode(
             prepared,
             options,
             resolved,

@@ -18,6 +18,7 @@ def command(run: str | None, as_json: bool) -> None:
     from hpcflow.backends.base import AllocationState
     from hpcflow.cli import console as ui
     from hpcflow.cli._common import find_run, read_run
+    from hpcflow.cli._dashboard import find_dashboard
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -29,6 +30,8 @@ def command(run: str | None, as_json: bool) -> None:
         running = db.tasks(states=(st.RUNNING,))
         allocations = db.allocations()
     status = view.status
+    live = status in ("submitted", "running")
+    dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
     if (
         allocations
         and status in ("submitted", "running", "interrupted")
@@ -72,6 +75,9 @@ def command(run: str | None, as_json: bool) -> None:
                         for a in allocations
                     ],
                     "error": view.meta.get("error"),
+                    "dashboard": (
+                        {"url": dashboard.url, "tunnel": dashboard.tunnel} if dashboard else None
+                    ),
                 },
                 indent=2,
             )
@@ -91,6 +97,14 @@ def command(run: str | None, as_json: bool) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    if dashboard is not None:
+        out.print(f"dashboard {dashboard.url}", highlight=False, soft_wrap=True)
+        if dashboard.tunnel:
+            out.print(
+                f"  from your machine: {dashboard.tunnel}  then open {dashboard.local_url}",
+                highlight=False,
+                soft_wrap=True,
+            )
     if view.meta.get("error"):
         out.print(f"[red]error:[/red] {view.meta['error']}", highlight=False, soft_wrap=True)
     out.print(ui.counts_table(view.counts, view.order))

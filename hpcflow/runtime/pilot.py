@@ -32,6 +32,8 @@ from hpcflow.runtime.run import (
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
+from hpcflow.transport.certificates import create_credentials
+from hpcflow.transport.security import check_choice
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +109,23 @@ def plan_pilot(
         launcher=profile.launcher,
         mpi=profile.mpi,
         env=dict(profile.env),
+        dashboard_address=profile.dashboard_address,
+        memory_fractions=worker_memory_fractions(profile),
+        worker_resources=dict(profile.worker_resources),
+        lifetime=profile.worker_lifetime,
+        lifetime_stagger=profile.worker_lifetime_stagger,
     )
     return PilotPlan(request, config)
+
+
+def worker_memory_fractions(profile: Profile) -> dict[str, float | bool]:
+    """The profile's memory thresholds, keyed as in ``distributed.worker.memory``."""
+    fractions = {
+        "target": profile.worker_memory_target,
+        "spill": profile.worker_memory_spill,
+        "pause": profile.worker_memory_pause,
+    }
+    return {key: value for key, value in fractions.items() if value is not None}
 
 
 def plan_in_allocation(
@@ -212,7 +229,12 @@ def run_pilot(
     db: st.StateDB | None = None
     try:
         # Fail before anything is created or submitted (the ranks check again on the nodes).
-        check_transport(profile.transport)
+        check_choice(
+            profile.transport,
+            require_encryption=profile.require_encryption,
+            shared_machine=backend.name != "local",
+        )
+        check_transport(profile.transport, profile.python)
     except BaseException:
         prepared.memo.close()
         prepared.lock.release()
@@ -243,6 +265,8 @@ def run_pilot(
             return RunSummary(
                 run_id, paths, {st.CACHED: len(graph.instances)}, elapsed=time.time() - started
             )
+        if plan.config.transport == "tls":
+            create_credentials(paths.run_dir, run_id)
         plan.config.write(paths.pilot_config)
         try:
             native_id = submit_allocation(

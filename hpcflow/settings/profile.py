@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     NonNegativeInt,
+    PositiveFloat,
     PositiveInt,
     model_validator,
 )
@@ -80,7 +81,25 @@ def _check_worker_memory_limit(value: Any) -> Any:
     return text
 
 
+def _check_fraction(value: Any) -> Any:
+    """A memory threshold: a fraction in (0, 1], or false to switch it off."""
+    if value is None or value is False:
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("false", "off", "no"):
+        return False
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError("expected a fraction such as 0.6, or false to switch it off")
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("expected a fraction such as 0.6, or false to switch it off") from None
+    if not 0 < number <= 1:
+        raise ValueError("must be a fraction in (0, 1], or false to switch it off")
+    return number
+
+
 SingleLine = Annotated[str, AfterValidator(_single_line)]
+MemoryFraction = Annotated[float | Literal[False] | None, BeforeValidator(_check_fraction)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 EnvValue = Annotated[str, BeforeValidator(_env_value_text)]
 WorkerMemoryLimit = Annotated[str, BeforeValidator(_check_worker_memory_limit)]
@@ -142,10 +161,40 @@ class Profile(BaseModel):
     )
     mpi: SingleLine = Field("pmix", description="srun --mpi value")
     transport: Literal["tcp", "tls", "ucx"] = Field(
-        "tcp", description="how Dask's scheduler, driver and workers talk"
+        "tls",
+        description="how Dask's scheduler, driver and workers talk: tls (per-run "
+        "certificates, the default), tcp (no authentication) or ucx (unencrypted)",
+    )
+    require_encryption: bool = Field(
+        False, description="refuse transports that do not encrypt (tcp, ucx)"
     )
     interface: SingleLine | None = Field(
         None, description="network interface Dask binds to, e.g. ib0"
+    )
+    dashboard_address: SingleLine | None = Field(
+        None,
+        description="serve the scheduler's dashboard here, e.g. ':8787' or ':0' (any port); "
+        "off when unset",
+    )
+    # -- Dask worker knobs (distributed.Worker) ----------------------------------------------
+    worker_memory_target: MemoryFraction = Field(
+        None, description="fraction of memory_limit at which a worker spills to disk"
+    )
+    worker_memory_spill: MemoryFraction = Field(
+        None, description="fraction of process memory at which a worker spills"
+    )
+    worker_memory_pause: MemoryFraction = Field(
+        None, description="fraction at which a worker stops running tasks"
+    )
+    worker_resources: dict[SingleLine, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="extra abstract resources every worker offers, e.g. {licence: 1}",
+    )
+    worker_lifetime: PositiveDuration | None = Field(
+        None, description="workers retire gracefully after this long (e.g. before the walltime)"
+    )
+    worker_lifetime_stagger: Duration = Field(
+        0.0, description="random spread of worker_lifetime, so workers do not retire at once"
     )
     nodes: PositiveInt = Field(1, description="nodes per allocation")
     workers_per_node: PositiveInt | Literal["per-gpu"] = Field(
@@ -176,6 +225,18 @@ class Profile(BaseModel):
         None, description="Python interpreter on the compute nodes (default: this one)"
     )
 
+    # -- elastic mode -----------------------------------------------------------------------
+    min_workers: NonNegativeInt = Field(
+        0, description="elastic mode: worker jobs kept even when there is nothing to run"
+    )
+    max_workers: PositiveInt = Field(4, description="elastic mode: most worker jobs at once")
+    adapt_interval: PositiveDuration = Field(
+        5.0, description="elastic mode: time between scaling decisions"
+    )
+    adapt_wait_count: PositiveInt = Field(
+        3, description="elastic mode: idle checks in a row before a worker job is retired"
+    )
+
     # -- talking to the batch system ----------------------------------------------------------
     poll_interval: PositiveDuration = Field(5.0, description="first wait between status polls")
     max_poll_interval: PositiveDuration = Field(60.0, description="longest wait between polls")
@@ -184,6 +245,25 @@ class Profile(BaseModel):
         False, description="queue a continuation allocation when the walltime runs out"
     )
     max_resubmits: NonNegativeInt = Field(3, description="most continuation allocations")
+
+    # -- jobs mode --
+    max_array_size: PositiveInt = Field(
+        1000, description="jobs mode: most task instances in one job array (larger sweeps split)"
+    )
+    array_parallelism: PositiveInt | None = Field(
+        None, description="jobs mode: most elements of one array running at once (the % cap)"
+    )
+    dependencies: Literal["scheduler", "driver"] = Field(
+        "scheduler",
+        description="jobs mode: the batch system holds dependent jobs (afterok), or the "
+        "submit host submits a job once its upstream tasks succeeded",
+    )
+    submit_rate: PositiveFloat = Field(
+        5.0, description="jobs mode: most job submissions per second"
+    )
+    max_queued_jobs: PositiveInt | None = Field(
+        None, description="jobs mode: most jobs (array elements count) queued or running at once"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
@@ -197,6 +277,15 @@ class Profile(BaseModel):
                 f"max_poll_interval ({self.max_poll_interval:g}s) is shorter than "
                 f"poll_interval ({self.poll_interval:g}s)",
                 ("max_poll_interval", "poll_interval"),
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _elastic_consistent(self) -> Profile:
+        if self.min_workers > self.max_workers:
+            raise CrossFieldError(
+                f"min_workers ({self.min_workers}) is more than max_workers ({self.max_workers})",
+                ("min_workers", "max_workers"),
             )
         return self
 

@@ -70,7 +70,7 @@ def resolve_error(*args, **kwargs) -> str:
 def test_defaults():
     profile = Profile(name="p")
     assert profile.backend == "local" and profile.mode == "pilot"
-    assert profile.launcher == "srun" and profile.mpi == "pmix" and profile.transport == "tcp"
+    assert profile.launcher == "srun" and profile.mpi == "pmix" and profile.transport == "tls"
     assert profile.nodes == 1 and profile.workers_per_node == 1 and profile.gpus_per_node == 0
     assert profile.threads_per_worker is None and profile.cpus_per_node is None
     assert profile.overcommit is True and profile.resubmit is False and profile.max_resubmits == 3

@@ -13,7 +13,7 @@ from tests.conftest import REPO, write_workflow
 pytestmark = pytest.mark.slurm
 
 
-def _submit(slurm_cluster, env, template: str, wf: Path) -> str:
+def _submit(slurm_cluster, env, template: str, wf: Path, bin_dir: Path | None = None) -> str:
     job_env = {
         **env,
         **slurm_cluster.extra_env,
@@ -22,7 +22,7 @@ def _submit(slurm_cluster, env, template: str, wf: Path) -> str:
         "OMPI_MCA_btl": "self,tcp",
         "OMPI_MCA_btl_tcp_if_include": "lo",
         "WORKFLOW": str(wf),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PATH": f"{bin_dir or Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
     result = slurm_cluster.run(
         [
@@ -107,3 +107,39 @@ tasks:
     assert "pip install 'hpcflow[ucx]'" in log
     assert "Traceback" not in log
     assert not (tmp_path / "a.txt").exists()
+
+
+def test_ucx_template_runs_over_ucx(tmp_path, env, slurm_cluster):
+    """With distributed-ucxx in the nodes' environment, the template's run talks ucx://."""
+    import json
+
+    from tests.integration.slurm.test_transports import _ucx_python
+    from tests.slurm_cluster import slurm_required
+
+    python = _ucx_python()
+    if python is None:
+        message = "no UCX environment: scripts/test.sh builds .venv-ucx"
+        if slurm_required():
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    wf = write_workflow(
+        tmp_path,
+        """
+name: ucx
+tasks:
+  - name: a
+    foreach: {i: {range: [0, 4]}}
+    command: echo {i} > {outputs}
+    outputs: ["out/{i}.txt"]
+""",
+    )
+    job = _submit(
+        slurm_cluster, {**env, "UCX_TLS": "tcp,self"}, "ucx.sbatch", wf, bin_dir=python.parent
+    )
+    state = slurm_cluster.wait_for_job(job, timeout=180)
+    log = (tmp_path / f"hpcflow-{job}.out").read_text()
+    assert state == "COMPLETED", log
+    assert "succeeded: 4 ran" in log
+    (run_dir,) = (tmp_path / ".hpcflow" / "runs").iterdir()
+    address = json.loads((run_dir / "scheduler.json").read_text())["address"]
+    assert address.startswith(("ucx://", "ucxx://")), address
