@@ -144,3 +144,24 @@ def test_transport_preflight():
         with pytest.raises(PreflightError, match="distributed-ucxx") as err:
             check_transport("ucx")
         assert "hpcflow[ucx]" in str(err.value)
+
+
+def test_transport_preflight_asks_the_ranks_interpreter(tmp_path):
+    """UCX lives in its own venv: the check runs the profile's `python:`, not ours."""
+    import sys
+
+    from hpcflow.bootstrap.preflight import check_transport
+    from tests.integration.slurm.test_transports import _ucx_python
+
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(PreflightError, match=r"the ranks' Python \(") as err:
+        check_transport("ucx", python=str(fake))
+    assert "python:" in err.value.hint
+    # A path that does not exist here (only on the nodes) is left to the ranks.
+    check_transport("ucx", python=str(tmp_path / "on-the-nodes-only" / "python"))
+    ucx = _ucx_python()
+    if ucx is not None:
+        check_transport("ucx", python=str(ucx))
+    assert str(fake) != sys.executable
