@@ -9,6 +9,8 @@ export DEBIAN_FRONTEND=noninteractive
 need_apt=()
 python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv python3-pip)
 command -v gcc >/dev/null || need_apt+=(gcc)
+# A real headless browser renders `hpcflow report` pages in the tests.
+command -v chromium >/dev/null || need_apt+=(chromium)
 if [ "${#need_apt[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null

@@ -38,9 +38,33 @@ def cli(verbose: int) -> None:
 
 
 def _register() -> None:
-    from hpcflow.cli import cancel, dag, logs, profiles, render, run, runs, schema, status, validate
+    from hpcflow.cli import (
+        cancel,
+        dag,
+        logs,
+        profiles,
+        render,
+        report,
+        run,
+        runs,
+        schema,
+        status,
+        validate,
+    )
 
-    for module in (run, validate, dag, render, schema, status, runs, logs, cancel, profiles):
+    for module in (
+        run,
+        validate,
+        dag,
+        render,
+        schema,
+        status,
+        runs,
+        logs,
+        cancel,
+        profiles,
+        report,
+    ):
         cli.add_command(module.command)
 
 

@@ -288,6 +288,13 @@ class StateDB:
         )
         return [AttemptRecord(*r) for r in rows]
 
+    def all_attempts(self) -> list[AttemptRecord]:
+        """Every attempt of the run, in start order (for reports and timelines)."""
+        rows = self._conn.execute(
+            "SELECT * FROM attempts ORDER BY started IS NULL, started, task_idx, attempt"
+        )
+        return [AttemptRecord(*r) for r in rows]
+
     def counts(self) -> dict[str, dict[str, int]]:
         """Per task name: how many tasks are in each state."""
         out: dict[str, dict[str, int]] = {}

@@ -1,0 +1,29 @@
+"""`hpcflow report [RUN]`: write one self-contained HTML file about a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("report")
+@click.argument("run", required=False)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the page (default: RUN_DIR/report.html).",
+)
+def command(run: str | None, output: Path | None) -> None:
+    """Write an HTML report of RUN (default: the latest run): DAG, timeline, tasks, costs."""
+    from hpcflow.cli._common import find_run
+    from hpcflow.report.data import collect
+    from hpcflow.report.html import render
+    from hpcflow.store.atomic import write_text_atomic
+
+    paths = find_run(run)
+    page = render(collect(paths))
+    target = output or paths.run_dir / "report.html"
+    write_text_atomic(target, page)
+    click.echo(f"report written to {target}")

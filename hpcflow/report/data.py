@@ -1,0 +1,157 @@
+"""What a report shows, read from a run directory (state DB, plan, run info, logs)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcflow.store import statedb as st
+from hpcflow.store.paths import RunPaths
+
+#: Failures whose log tail the report includes (the table lists them all).
+MAX_FAILURE_EXCERPTS = 50
+EXCERPT_LINES = 30
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """One task of the workflow (a sweep makes many instances) with its totals."""
+
+    name: str
+    instances: int
+    states: dict[str, int]
+    cpus: int
+    gpus: int
+    memory: int | None  # bytes requested per instance
+    peak_rss: int | None  # largest measured
+    busy_seconds: float  # summed over attempts
+
+    @property
+    def core_hours(self) -> float:
+        return self.busy_seconds * self.cpus / 3600
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.busy_seconds * self.gpus / 3600
+
+
+@dataclass(frozen=True)
+class Failure:
+    task_id: str
+    attempts: int
+    exit_code: int | None
+    message: str | None
+    stderr_path: str
+    excerpt: str
+
+
+@dataclass
+class ReportData:
+    run_id: str
+    workflow: str
+    status: str
+    started: float | None
+    ended: float | None
+    tasks: list[st.TaskRow]
+    attempts: list[st.AttemptRecord]
+    allocations: list[st.AllocationRow]
+    definitions: list[TaskDefinition]
+    edges: set[tuple[str, str]]
+    failures: list[Failure] = field(default_factory=list)
+
+    @property
+    def core_hours(self) -> float:
+        return sum(d.core_hours for d in self.definitions)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(d.gpu_hours for d in self.definitions)
+
+
+def collect(paths: RunPaths) -> ReportData:
+    """Read everything the report needs; the run may still be going."""
+    with st.StateDB(paths.state_db, readonly=True) as db:
+        meta = db.meta()
+        tasks = db.tasks()
+        attempts = db.all_attempts()
+        allocations = db.allocations()
+        order = db.names_in_order()
+    plan = _read_json(paths.plan)
+    info = _read_json(paths.run_info)
+    requested = {t["name"]: t.get("resources", {}) for t in plan.get("tasks", [])}
+    by_idx = {t.idx: t for t in tasks}
+    edges = {
+        (by_idx[d].name, t.name)
+        for t in tasks
+        for d in t.deps
+        if d in by_idx and by_idx[d].name != t.name
+    }
+    states: dict[str, Counter[str]] = {name: Counter() for name in order}
+    peaks: dict[str, int] = {}
+    for t in tasks:
+        states.setdefault(t.name, Counter())[t.state] += 1
+    busy: dict[str, float] = {}
+    for a in attempts:
+        name = by_idx[a.task_idx].name if a.task_idx in by_idx else None
+        if name is None:
+            continue
+        if a.started is not None and a.ended is not None:
+            busy[name] = busy.get(name, 0.0) + max(0.0, a.ended - a.started)
+        if a.peak_rss:
+            peaks[name] = max(peaks.get(name, 0), a.peak_rss)
+    definitions = [
+        TaskDefinition(
+            name=name,
+            instances=sum(states[name].values()),
+            states=dict(states[name]),
+            cpus=int(requested.get(name, {}).get("cpus") or 1),
+            gpus=int(requested.get(name, {}).get("gpus") or 0),
+            memory=requested.get(name, {}).get("memory"),
+            peak_rss=peaks.get(name),
+            busy_seconds=busy.get(name, 0.0),
+        )
+        for name in states
+    ]
+    failures = []
+    for t in [t for t in tasks if t.state == st.FAILED][:MAX_FAILURE_EXCERPTS]:
+        stderr = paths.stderr(t.slug, max(1, t.attempts))
+        failures.append(
+            Failure(t.id, t.attempts, t.exit_code, t.message, str(stderr), _tail(stderr))
+        )
+    return ReportData(
+        run_id=str(meta.get("run_id", paths.run_dir.name)),
+        workflow=str(
+            info.get("workflow_name") or meta.get("workflow_name") or meta.get("workflow") or "?"
+        ),
+        status=str(meta.get("status", "unknown")),
+        started=meta.get("started"),
+        ended=meta.get("ended"),
+        tasks=tasks,
+        attempts=attempts,
+        allocations=allocations,
+        definitions=definitions,
+        edges=edges,
+        failures=failures,
+    )
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _tail(path: Path, lines: int = EXCERPT_LINES) -> str:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            fh.seek(max(0, fh.tell() - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return "(no stderr was written)"
+    return "\n".join(text.splitlines()[-lines:])
