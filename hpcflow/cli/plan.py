@@ -5,11 +5,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from hpcflow.runtime.cost import PlanCost, plan_cost
 from hpcflow.runtime.run import PreparedRun
+from hpcflow.settings.profile import Profile
 from hpcflow.spec.units import format_duration, format_memory
 
 
-def print_plan(console: Console, prepared: PreparedRun) -> None:
+def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None = None) -> None:
     graph = prepared.graph
     run = prepared.decision.run
     table = Table(title=f"plan for {graph.loaded.workflow.name}", title_justify="left", box=None)
@@ -56,9 +58,54 @@ def print_plan(console: Console, prepared: PreparedRun) -> None:
         )
     console.print(table)
     total = len(graph.instances)
+    if profile is not None:
+        print_cost(console, plan_cost(prepared, profile), profile)
     console.print(
         f"{prepared.decision.to_run} of {total} tasks would run; nothing was run (dry run)."
     )
+
+
+def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:
+    """Core-hours and GPU-hours: of the tasks, and per allocation the profile asks for."""
+    line = (
+        f"cost of the tasks: {cost.task_core_hours:.2f} core-hours, "
+        f"{cost.task_gpu_hours:.2f} GPU-hours (cpus × ranks × walltime)"
+    )
+    if cost.tasks_without_walltime:
+        line += (
+            f"; {cost.tasks_without_walltime} task(s) declare no walltime and are not "
+            "counted (set resources.walltime)"
+        )
+    console.print(line, highlight=False, soft_wrap=True)
+    if not cost.allocations:
+        return
+    if profile.mode == "jobs":
+        known = [a for a in cost.allocations if a.core_hours is not None]
+        core = sum(a.core_hours or 0.0 for a in known)
+        gpu = sum(a.gpu_hours or 0.0 for a in known)
+        console.print(
+            f"{profile.backend} jobs mode: {len(cost.allocations)} task job(s), at most "
+            f"{core:.2f} core-hours and {gpu:.2f} GPU-hours charged"
+            + (
+                f" ({len(cost.allocations) - len(known)} without a walltime)"
+                if len(known) < len(cost.allocations)
+                else ""
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
+    for alloc in cost.allocations:
+        shape = f"{alloc.nodes} node(s), {alloc.cores} cores, {alloc.gpus} GPUs"
+        if alloc.core_hours is None:
+            charge = "no walltime set: the site's default limit decides the charge"
+        else:
+            charge = (
+                f"at most {alloc.core_hours:.2f} core-hours and {alloc.gpu_hours:.2f} "
+                f"GPU-hours (charged until it ends, up to its walltime "
+                f"{format_duration(alloc.walltime or 0)})"
+            )
+        console.print(f"{alloc.label}: {shape}: {charge}", highlight=False, soft_wrap=True)
 
 
 def _in_order(prepared: PreparedRun) -> list:  # type: ignore[type-arg]

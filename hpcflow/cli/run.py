@@ -112,7 +112,7 @@ def command(
         from hpcflow.cli.plan import print_plan
 
         prepared.memo.close()
-        print_plan(out, prepared)
+        print_plan(out, prepared, resolved)
         return
     order = list(prepared.graph.counts_by_task())
     signal.signal(signal.SIGTERM, _raise_interrupt)

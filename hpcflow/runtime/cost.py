@@ -1,0 +1,87 @@
+"""What a plan will cost in core-hours and GPU-hours, before anything runs.
+
+Two views: the work itself (each task's CPUs/GPUs × its declared walltime, where it
+declares one), and what the batch system charges (each allocation's cores/GPUs × its
+walltime, an upper bound: an allocation is charged until it ends).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hpcflow.runtime.run import PreparedRun
+from hpcflow.settings.profile import Profile
+
+
+@dataclass(frozen=True)
+class AllocationCost:
+    """One allocation the plan asks for."""
+
+    label: str
+    nodes: int
+    cores: int  # in total
+    gpus: int  # in total
+    walltime: float | None
+
+    @property
+    def core_hours(self) -> float | None:
+        return None if self.walltime is None else self.cores * self.walltime / 3600
+
+    @property
+    def gpu_hours(self) -> float | None:
+        return None if self.walltime is None else self.gpus * self.walltime / 3600
+
+
+@dataclass(frozen=True)
+class PlanCost:
+    task_core_hours: float  # of the tasks that declare a walltime
+    task_gpu_hours: float
+    tasks_without_walltime: int
+    allocations: list[AllocationCost]
+
+
+def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
+    """The cost of running ``prepared`` (only the tasks that would run) with ``profile``."""
+    graph = prepared.graph
+    core_h = gpu_h = 0.0
+    unknown = 0
+    jobs: list[AllocationCost] = []
+    for inst in graph.instances:
+        if not prepared.decision.run[inst.index]:
+            continue
+        res = graph.template(inst).resources
+        cores = res.cpus * res.ranks
+        if res.walltime is None:
+            unknown += 1
+        else:
+            core_h += cores * res.walltime / 3600
+            gpu_h += res.gpus * res.walltime / 3600
+        if profile.mode == "jobs":
+            jobs.append(AllocationCost("job", res.nodes or 1, cores, res.gpus, res.walltime))
+    allocations: list[AllocationCost] = []
+    if profile.backend != "local" and prepared.decision.to_run:
+        if profile.mode == "jobs":
+            allocations = jobs
+        elif profile.mode == "elastic":
+            cores = profile.cpus_per_node or profile.workers_on_each_node()
+            allocations = [
+                AllocationCost(
+                    f"worker job (up to {getattr(profile, 'max_workers', 1)} at once)",
+                    1,
+                    cores,
+                    profile.gpus_per_node,
+                    profile.walltime,
+                )
+            ]
+        else:
+            per_node = profile.cpus_per_node or profile.workers_on_each_node()
+            allocations = [
+                AllocationCost(
+                    "pilot allocation",
+                    profile.nodes,
+                    profile.nodes * per_node,
+                    profile.nodes * profile.gpus_per_node,
+                    profile.walltime,
+                )
+            ]
+    return PlanCost(core_h, gpu_h, unknown, allocations)
