@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.progress_bar import ProgressBar
 from rich.table import Table
@@ -16,6 +16,7 @@ from rich.text import Text
 
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.tail import tail_lines
 
 
 def counts_table(
@@ -104,31 +105,30 @@ def _eta(history: deque[tuple[float, int]], left: int) -> str | None:
 
 def tail(path: Path, lines: int = 5) -> list[str]:
     """The last ``lines`` lines of a file (empty if it does not exist)."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, 2)
-            size = handle.tell()
-            handle.seek(max(0, size - 8192))
-            data = handle.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    return data.splitlines()[-lines:]
+    return tail_lines(path, lines, max_bytes=8192) or []
 
 
 def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> None:
+    """Print :func:`failures_renderable`."""
+    console.print(failures_renderable(paths, rows, limit))
+
+
+def failures_renderable(paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> Group:
     """Task id, exit code, message, log path and the last lines of stderr of failed tasks."""
+    parts: list[Text] = []
     for row in rows[:limit]:
         stderr = paths.stderr(row.slug, row.attempts)
         code = "-" if row.exit_code is None else str(row.exit_code)
-        console.print(
+        parts.append(
             Text.assemble(
                 ("✗ ", "red"), (row.id, "bold"), f"  exit {code}  attempts {row.attempts}"
             )
         )
         if row.message:
-            console.print(Text(f"    {row.message}"))
-        console.print(Text(f"    log: {stderr}", style="dim"))
+            parts.append(Text(f"    {row.message}"))
+        parts.append(Text(f"    log: {stderr}", style="dim"))
         for line in tail(stderr):
-            console.print(Text(f"    │ {line}", style="dim"))
+            parts.append(Text(f"    │ {line}", style="dim"))
     if len(rows) > limit:
-        console.print(f"  … and {len(rows) - limit} more (hpcflow status --json)")
+        parts.append(Text(f"  … and {len(rows) - limit} more (hpcflow status --json)"))
+    return Group(*parts)

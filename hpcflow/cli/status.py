@@ -4,25 +4,144 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
+from typing import Any
 
 import click
+
+#: Run states after which nothing changes any more.
+FINAL = ("succeeded", "failed", "cancelled")
 
 
 @click.command("status")
 @click.argument("run", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def command(run: str | None, as_json: bool) -> None:
+@click.option("--watch", is_flag=True, help="Keep showing the status until the run ends.")
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.2),
+    default=2.0,
+    show_default=True,
+    help="Seconds between refreshes with --watch.",
+)
+def command(run: str | None, as_json: bool, watch: bool, interval: float) -> None:
     """Show RUN (a run id, its prefix, or a run directory; default: the latest run)."""
     from rich.console import Console
 
+    from hpcflow.cli._common import find_run
+
+    paths = find_run(run)
+    if as_json:
+        snap = take_snapshot(paths)
+        while watch and not snap.ended:
+            click.echo(json.dumps(snap.as_json()))
+            time.sleep(interval)
+            snap = take_snapshot(paths)
+        click.echo(json.dumps(snap.as_json(), indent=None if watch else 2))
+        return
+    out = Console()
+    snap = take_snapshot(paths)
+    if not watch or snap.ended:
+        out.print(render(snap))
+        return
+    if not out.is_terminal:
+        # A log file or a pipe: a line whenever the counts change, the full view at the end.
+        last = None
+        while not snap.ended:
+            line = snap.one_line()
+            if line != last:
+                out.print(line, highlight=False, soft_wrap=True)
+                last = line
+            time.sleep(interval)
+            snap = take_snapshot(paths)
+        out.print(render(snap))
+        return
+    from rich.live import Live
+
+    with Live(render(snap), console=out, refresh_per_second=4, transient=False) as live:
+        try:
+            while not snap.ended:
+                time.sleep(interval)
+                snap = take_snapshot(paths)
+                live.update(render(snap))
+        except KeyboardInterrupt:
+            pass  # stop watching; the run goes on
+
+
+@dataclass
+class Snapshot:
+    """Everything `status` shows, read once from the run directory and the batch system."""
+
+    paths: Any
+    view: Any
+    status: str
+    failed: list[Any]
+    running: list[Any]
+    allocations: list[Any]
+    dashboard: Any
+
+    @property
+    def ended(self) -> bool:
+        return self.status in FINAL or self.status.startswith(("ended early", "interrupted"))
+
+    def one_line(self) -> str:
+        totals: dict[str, int] = {}
+        for counts in self.view.counts.values():
+            for state, n in counts.items():
+                totals[state] = totals.get(state, 0) + n
+        parts = ", ".join(f"{n} {state}" for state, n in sorted(totals.items()))
+        run_id = self.view.meta.get("run_id")
+        return f"{time.strftime('%H:%M:%S')} run {run_id}: {self.status}: {parts}"
+
+    def as_json(self) -> dict[str, Any]:
+        view, paths = self.view, self.paths
+        return {
+            "run_id": view.meta.get("run_id"),
+            "run_dir": str(paths.run_dir),
+            "status": self.status,
+            "workflow": view.meta.get("workflow"),
+            "started": view.meta.get("started"),
+            "ended": view.meta.get("ended"),
+            "counts": view.counts,
+            "failed": [
+                {
+                    "id": r.id,
+                    "exit_code": r.exit_code,
+                    "attempts": r.attempts,
+                    "message": r.message,
+                    "stderr": str(paths.stderr(r.slug, r.attempts)),
+                }
+                for r in self.failed
+            ],
+            "running": [{"id": r.id, "host": r.host, "started": r.started} for r in self.running],
+            "allocations": [
+                {
+                    "native_id": a.native_id,
+                    "backend": a.backend,
+                    "state": a.state,
+                    "native_state": a.native_state,
+                    "reason": a.reason,
+                    "stdout": a.stdout,
+                    "stderr": a.stderr,
+                }
+                for a in self.allocations
+            ],
+            "error": view.meta.get("error"),
+            "dashboard": (
+                {"url": self.dashboard.url, "tunnel": self.dashboard.tunnel}
+                if self.dashboard
+                else None
+            ),
+        }
+
+
+def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.backends.base import AllocationState
-    from hpcflow.cli import console as ui
-    from hpcflow.cli._common import find_run, read_run
+    from hpcflow.cli._common import read_run
     from hpcflow.cli._dashboard import find_dashboard
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
-    paths = find_run(run)
     _refresh_allocations(paths)
     view = read_run(paths)
     with StateDB(paths.state_db, readonly=True) as db:
@@ -38,84 +157,65 @@ def command(run: str | None, as_json: bool) -> None:
         and all(AllocationState(a.state).final for a in allocations)
     ):
         status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
-    if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "run_id": view.meta.get("run_id"),
-                    "run_dir": str(paths.run_dir),
-                    "status": status,
-                    "workflow": view.meta.get("workflow"),
-                    "started": view.meta.get("started"),
-                    "ended": view.meta.get("ended"),
-                    "counts": view.counts,
-                    "failed": [
-                        {
-                            "id": r.id,
-                            "exit_code": r.exit_code,
-                            "attempts": r.attempts,
-                            "message": r.message,
-                            "stderr": str(paths.stderr(r.slug, r.attempts)),
-                        }
-                        for r in failed
-                    ],
-                    "running": [
-                        {"id": r.id, "host": r.host, "started": r.started} for r in running
-                    ],
-                    "allocations": [
-                        {
-                            "native_id": a.native_id,
-                            "backend": a.backend,
-                            "state": a.state,
-                            "native_state": a.native_state,
-                            "reason": a.reason,
-                            "stdout": a.stdout,
-                            "stderr": a.stderr,
-                        }
-                        for a in allocations
-                    ],
-                    "error": view.meta.get("error"),
-                    "dashboard": (
-                        {"url": dashboard.url, "tunnel": dashboard.tunnel} if dashboard else None
-                    ),
-                },
-                indent=2,
-            )
-        )
-        return
-    out = Console()
+    return Snapshot(paths, view, status, failed, running, allocations, dashboard)
+
+
+def render(snap: Snapshot) -> Any:
+    """The human view of a snapshot, as one rich renderable."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from hpcflow.backends.base import AllocationState
+    from hpcflow.cli import console as ui
+
+    view, paths = snap.view, snap.paths
+    parts: list[Any] = []
     started = view.meta.get("started")
     ended = view.meta.get("ended") or time.time()
     elapsed = f"{ended - started:.1f}s" if isinstance(started, float | int) else "?"
-    out.print(f"run [bold]{view.meta.get('run_id')}[/bold] · {status} · {elapsed}", highlight=False)
-    out.print(f"workflow {view.meta.get('workflow')}", highlight=False, soft_wrap=True)
-    out.print(f"run dir  {paths.run_dir}", highlight=False, soft_wrap=True)
-    for a in allocations:
+    parts.append(
+        Text.from_markup(f"run [bold]{view.meta.get('run_id')}[/bold] · ")
+        + Text(f"{snap.status} · {elapsed}")
+    )
+    parts.append(Text(f"workflow {view.meta.get('workflow')}"))
+    parts.append(Text(f"run dir  {paths.run_dir}"))
+    for a in snap.allocations:
         reason = f" — {a.reason}" if a.reason else ""
-        out.print(
-            f"allocation {a.native_id} ({a.backend}): {a.native_state or a.state}{reason}",
-            highlight=False,
-            soft_wrap=True,
+        queued = AllocationState(a.state) is AllocationState.QUEUED
+        waiting = f" (queued {_ago(a.submitted)})" if queued else ""
+        parts.append(
+            Text(
+                f"allocation {a.native_id} ({a.backend}): "
+                f"{a.native_state or a.state}{waiting}{reason}"
+            )
         )
-    if dashboard is not None:
-        out.print(f"dashboard {dashboard.url}", highlight=False, soft_wrap=True)
-        if dashboard.tunnel:
-            out.print(
-                f"  from your machine: {dashboard.tunnel}  then open {dashboard.local_url}",
-                highlight=False,
-                soft_wrap=True,
+    if snap.dashboard is not None:
+        parts.append(Text(f"dashboard {snap.dashboard.url}"))
+        if snap.dashboard.tunnel:
+            parts.append(
+                Text(
+                    f"  from your machine: {snap.dashboard.tunnel}  "
+                    f"then open {snap.dashboard.local_url}"
+                )
             )
     if view.meta.get("error"):
-        out.print(f"[red]error:[/red] {view.meta['error']}", highlight=False, soft_wrap=True)
-    out.print(ui.counts_table(view.counts, view.order))
-    if running:
-        out.print(
-            f"running: {', '.join(r.id for r in running[:10])}"
-            + (" …" if len(running) > 10 else ""),
-            highlight=False,
-        )
-    if failed:
-        ui.failures(out, paths, failed)
+        parts.append(Text.from_markup("[red]error:[/red] ") + Text(str(view.meta["error"])))
+    parts.append(ui.counts_table(view.counts, view.order))
+    if snap.running:
+        shown = ", ".join(f"{r.id} on {r.host}" if r.host else r.id for r in snap.running[:10])
+        parts.append(Text(f"running: {shown}" + (" …" if len(snap.running) > 10 else "")))
+    if snap.failed:
+        parts.append(ui.failures_renderable(paths, snap.failed))
+    return Group(*parts)
+
+
+def _ago(stamp: float | None) -> str:
+    if not stamp:
+        return "?"
+    seconds = max(0, int(time.time() - stamp))
+    if seconds < 120:
+        return f"{seconds}s ago"
+    return f"{seconds // 60} min ago"
 
 
 def _refresh_allocations(paths) -> None:  # type: ignore[no-untyped-def]

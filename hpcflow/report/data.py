@@ -10,6 +10,7 @@ from typing import Any
 
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.tail import tail_lines
 
 #: Failures whose log tail the report includes (the table lists them all).
 MAX_FAILURE_EXCERPTS = 50
@@ -147,11 +148,5 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _tail(path: Path, lines: int = EXCERPT_LINES) -> str:
-    try:
-        with path.open("rb") as fh:
-            fh.seek(0, 2)
-            fh.seek(max(0, fh.tell() - 64 * 1024))
-            text = fh.read().decode("utf-8", errors="replace")
-    except OSError:
-        return "(no stderr was written)"
-    return "\n".join(text.splitlines()[-lines:])
+    found = tail_lines(path, lines)
+    return "(no stderr was written)" if found is None else "\n".join(found)
