@@ -40,7 +40,9 @@ def cli(verbose: int) -> None:
 def _register() -> None:
     from hpcflow.cli import (
         cancel,
+        completion,
         dag,
+        init,
         logs,
         profiles,
         render,
@@ -64,6 +66,8 @@ def _register() -> None:
         cancel,
         profiles,
         report,
+        init,
+        completion,
     ):
         cli.add_command(module.command)
 
