@@ -15,7 +15,12 @@ from hpcflow.store.statedb import StateDB
 
 
 def find_run(ref: str | None) -> RunPaths:
-    """A run by directory path, by run id (or unique prefix), or the latest one."""
+    """A run by directory path, by run id (or unique prefix), or the latest one.
+
+    ``latest`` (or no reference at all) names the most recent run.
+    """
+    if ref == "latest":
+        ref = None
     if ref:
         candidate = Path(ref)
         if (candidate / "state.sqlite").exists():

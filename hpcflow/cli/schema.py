@@ -1,4 +1,4 @@
-"""`hpcflow schema`: the JSON Schema of workflow files, for editors."""
+"""`hpcflow schema`: the JSON Schema of workflow files, for editors (or as Markdown)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import click
 
 
 @click.command("schema")
-def command() -> None:
+@click.option("--markdown", is_flag=True, help="The reference tables of docs/workflow-format.md.")
+def command(markdown: bool) -> None:
     """Print the JSON Schema of the workflow format."""
-    from hpcflow.spec.models import Workflow
+    from hpcflow.spec.reference import markdown_reference, workflow_schema
 
-    schema = Workflow.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["title"] = "hpcflow workflow"
+    schema = workflow_schema()
+    if markdown:
+        click.echo(markdown_reference(schema))
+        return
     click.echo(json.dumps(schema, indent=2))
