@@ -67,7 +67,9 @@ class LocalCluster:
             host="127.0.0.1",
             scheduler_port=0,
             dashboard_address=None,
-            scheduler_kwargs={"dashboard": False},
+            # No dashboard, and its HTTP server (health, metrics) on any free loopback
+            # port: the default :8787 may belong to someone else's cluster.
+            scheduler_kwargs={"dashboard": False, "dashboard_address": "127.0.0.1:0"},
             resources={"cpus": self.capacity.threads},
             silence_logs=logging.ERROR,
         )
