@@ -74,6 +74,10 @@ class LocalCluster:
             silence_logs=logging.ERROR,
         )
         self.client = Client(self._cluster, set_as_default=False)
+        # A worker that dies (kill -9, OOM) must not leave its tasks running on.
+        from hpcflow.backends.local.orphans import OrphanReaper
+
+        self.client.register_plugin(OrphanReaper())
         # Python tasks run in-process when their directory is the worker's: make it so.
         self.client.run(os.chdir, self.workdir)
         return self

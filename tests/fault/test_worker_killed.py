@@ -1,0 +1,62 @@
+"""Fault 1 (local): a worker process is SIGKILLed mid-task.
+
+The task is retried on another worker, the run completes, and nothing the killed attempt
+wrote survives: its child processes die with it, so no orphan keeps writing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.conftest import processes_with, write_workflow
+
+MARKER = "hpcflow-fault-worker-kill"
+
+WF = f"""
+name: worker-kill
+tasks:
+  - name: step
+    foreach: {{i: {{range: [0, 4]}}}}
+    command: >-
+      echo $PPID > pids/{{i}};
+      echo begin > {{outputs}};
+      : {MARKER};
+      sleep 3;
+      echo end >> {{outputs}}
+    outputs: ["out/{{i}}.txt"]
+"""
+
+
+def test_killed_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, env):
+    (tmp_path / "pids").mkdir()
+    wf = write_workflow(tmp_path, WF)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--workers", "2",
+         "--threads", "1"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    victim = None
+    while time.monotonic() < deadline and victim is None:
+        for pid_file in (tmp_path / "pids").iterdir():
+            text = pid_file.read_text().strip()
+            if text:
+                victim = int(text)
+                break
+        time.sleep(0.05)
+    assert victim is not None, "no task started"
+    time.sleep(0.5)  # mid-task
+    os.kill(victim, signal.SIGKILL)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, out + err
+    for i in range(4):
+        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
+    # The killed attempt's shell died with its worker: nothing of it runs on.
+    time.sleep(3.5)
+    for i in range(4):
+        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
+    assert processes_with(MARKER) == []
