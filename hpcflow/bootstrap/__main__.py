@@ -12,6 +12,7 @@ import time
 import traceback
 from pathlib import Path
 
+from hpcflow.backends.local.orphans import become_subreaper
 from hpcflow.bootstrap import environment
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import (
@@ -60,7 +61,9 @@ def main(argv: list[str]) -> int:
             code = asyncio.run(_scheduler(config, info, run_dir, address_file, allocation))
         else:
             address = receive(comm=info.comm, path=address_file, allocation=allocation)
-            if role is Role.DRIVER:
+            if role is Role.DRIVER and config.external_client:
+                code = _wait_for_scheduler_end(run_dir, address, config)
+            elif role is Role.DRIVER:
                 code = _driver(run_dir, address, config)
             else:
                 code = asyncio.run(_worker(address, config, info, local_index, run_dir))
@@ -202,7 +205,7 @@ async def _worker(
     run_dir: Path,
 ) -> int:
     import dask
-    from distributed import Worker
+    from distributed import Nanny, Worker
 
     resources: dict[str, float] = {
         **config.worker_resources,
@@ -216,9 +219,19 @@ async def _worker(
         resources["GPU"] = float(config.gpus_per_worker)
     os.chdir(config.base_dir)
     local_directory = _local_directory(config)
-    memory = {f"distributed.worker.memory.{k}": v for k, v in config.memory_fractions.items()}
+    memory: dict[str, object] = {
+        f"distributed.worker.memory.{k}": v for k, v in config.memory_fractions.items()
+    }
+    if config.nanny:
+        # The rank's own process supervises the worker (started fresh, not forked after
+        # MPI_Init): a worker killed by the OOM killer is restarted, and what its tasks
+        # left running is adopted and killed instead of writing on.
+        if become_subreaper():
+            _sweep_orphans_forever()
+        memory["distributed.worker.multiprocessing-method"] = "spawn"
+    server = Nanny if config.nanny else Worker
     with dask.config.set(memory):
-        async with Worker(
+        async with server(
             address,
             nthreads=config.threads_per_worker,
             resources=resources,
@@ -235,13 +248,55 @@ async def _worker(
             dashboard=False,
         ) as worker:
             log.info(
-                "worker %s (local index %d, resources %s) on %s",
-                worker.address,
+                "worker %s (local index %d, resources %s%s) on %s",
+                worker.worker_address if config.nanny else worker.address,
                 local_index,
                 resources,
+                ", under a nanny" if config.nanny else "",
                 info.host,
             )
             await worker.finished()
+    return 0
+
+
+def _sweep_orphans_forever() -> None:
+    """Every half second, kill task processes a dead worker left to this (subreaper) rank."""
+    from tornado.ioloop import PeriodicCallback
+
+    from hpcflow.backends.local.orphans import SWEEP_MS, kill_orphans
+
+    def sweep() -> None:
+        kill_orphans()
+
+    PeriodicCallback(sweep, SWEEP_MS).start()
+
+
+def _wait_for_scheduler_end(
+    run_dir: Path, address: str, config: PilotConfig, poll: float = 0.1
+) -> int:
+    """Rank 1 when a client outside the allocation drives the run: hold a client connection
+    until the scheduler shuts down, then end at once (with the other ranks, so that the
+    launcher sees a clean step)."""
+    from distributed import Client
+
+    log.info("an external client drives this run; waiting for the scheduler at %s", address)
+    client = Client(
+        address,
+        timeout=120,
+        set_as_default=False,
+        security=security_for(run_dir, config.transport),
+    )
+    # Losing the connection is this rank's signal to end, not an error worth a log line.
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    try:
+        while client.status == "running":
+            time.sleep(poll)
+    finally:
+        try:
+            client.close(timeout=1)
+        except Exception as exc:  # the scheduler is gone: nothing left to close cleanly
+            log.debug("close: %s", exc)
+    log.info("the scheduler has shut down")
     return 0
 
 

@@ -31,6 +31,11 @@ class PilotConfig:
     worker_resources: dict[str, float] = field(default_factory=dict)
     lifetime: float | None = None
     lifetime_stagger: float = 0.0
+    #: Each worker rank runs its worker under a nanny (restart, orphan reaping).
+    nanny: bool = True
+    #: True when a client outside the allocation (the Snakemake plugin) drives the run:
+    #: rank 1 then only waits for the scheduler to shut down.
+    external_client: bool = False
 
     @property
     def slots(self) -> int:

@@ -114,6 +114,7 @@ def plan_pilot(
         worker_resources=dict(profile.worker_resources),
         lifetime=profile.worker_lifetime,
         lifetime_stagger=profile.worker_lifetime_stagger,
+        nanny=profile.worker_nanny,
     )
     return PilotPlan(request, config)
 

@@ -196,6 +196,11 @@ class Profile(BaseModel):
     worker_lifetime_stagger: Duration = Field(
         0.0, description="random spread of worker_lifetime, so workers do not retire at once"
     )
+    worker_nanny: bool = Field(
+        True,
+        description="run each worker under a nanny: a killed worker is restarted and what "
+        "its tasks left running is killed",
+    )
     nodes: PositiveInt = Field(1, description="nodes per allocation")
     workers_per_node: PositiveInt | Literal["per-gpu"] = Field(
         1, description="Dask workers per node, or 'per-gpu' for one per GPU"
