@@ -235,7 +235,7 @@ async def _worker(
             address,
             nthreads=config.threads_per_worker,
             resources=resources,
-            name=f"rank-{info.rank}",
+            name=f"rank-{info.rank}@{_node_name(info)}",
             local_directory=local_directory,
             death_timeout=120,
             host=_host(config),
@@ -257,6 +257,11 @@ async def _worker(
             )
             await worker.finished()
     return 0
+
+
+def _node_name(info: environment.RankInfo) -> str:
+    """The node as the batch system names it (logical nodes may share one host)."""
+    return os.environ.get("SLURMD_NODENAME") or info.host
 
 
 def _sweep_orphans_forever() -> None:

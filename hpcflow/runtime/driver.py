@@ -13,6 +13,7 @@ import itertools
 import logging
 import math
 import queue
+import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -56,11 +57,33 @@ class DriverResult:
     drained: bool = False  # stopped early: the rest cannot finish before the walltime
 
 
+def worker_host(address: str, info: dict[str, Any]) -> str:
+    """A worker's node, as users know it: ``NODE`` of a pilot worker named ``rank-N@NODE``,
+    this machine's name for a worker on loopback, else the address's host."""
+    name = str(info.get("name", ""))
+    if "@" in name:
+        return name.rsplit("@", 1)[1]
+    host = str(info.get("host") or address.split("://", 1)[-1].rsplit(":", 1)[0])
+    if host.startswith("127.") or host in ("localhost", "::1"):
+        return socket.gethostname()
+    return host
+
+
+def _all_workers(client: Any) -> dict[str, Any]:
+    try:
+        info = client.scheduler_info(n_workers=-1)  # newer distributed lists 5 by default
+    except TypeError:  # older distributed: always all of them
+        info = client.scheduler_info()
+    return dict(info.get("workers", {}))
+
+
 class Driver:
     """Runs the ``run`` subset of ``graph`` on a Dask ``client`` with ``slots`` CPU slots."""
 
     target_chunk_seconds = 0.3
     max_chunk = 256
+    #: Seconds between two updates of where running tasks run.
+    where_interval = 2.0
 
     def __init__(
         self,
@@ -99,6 +122,7 @@ class Driver:
         self._mean_all = 0.0
         self._last_progress = 0.0
         self._calls_by_key: dict[str, list[TaskCall]] = {}
+        self._last_where = time.monotonic()
 
     # -- public -------------------------------------------------------------------------
 
@@ -132,6 +156,25 @@ class Driver:
         self._progress(force=True)
         return DriverResult(self._totals(), self._failed(), drained=bool(self._held))
 
+    def backlog_slots(self) -> int:
+        """CPU slots' worth of tasks that are ready or submitted and not finished.
+
+        What an elastic cluster sizes itself from (Dask only sees the chunks in flight).
+        Safe to call from another thread: it only reads, and retries a racing change.
+        """
+        for _ in range(5):
+            try:
+                ready = sum(key.cpus * len(q) for key, q in list(self._ready.items()))
+                inflight = sum(
+                    self._group(c.index).cpus
+                    for calls in list(self._calls_by_key.values())
+                    for c in calls
+                )
+                return ready + inflight
+            except RuntimeError:  # a dict or deque changed size while we read it
+                continue
+        return 0
+
     # -- the loop -----------------------------------------------------------------------
 
     def _loop(self) -> None:
@@ -149,6 +192,7 @@ class Driver:
                     # Nothing can make progress (should not happen: the graph is acyclic).
                     log.error("driver stalled with %d tasks remaining", self.remaining)
                 break
+            self._record_where()
             timeout = 0.5
             if self._retry_heap:
                 timeout = max(0.0, min(timeout, self._retry_heap[0][0] - time.monotonic()))
@@ -165,6 +209,26 @@ class Driver:
                     break
             self._handle(batch)
             self._progress()
+
+    def _record_where(self) -> None:
+        """Every few seconds, note which node each running task is on (for status)."""
+        now = time.monotonic()
+        if now - self._last_where < self.where_interval:
+            return
+        self._last_where = now
+        try:
+            processing = self.client.processing()
+            workers = _all_workers(self.client)
+        except Exception as exc:  # a report, never a reason to stop the run
+            log.debug("could not ask where tasks run: %s", exc)
+            return
+        hosts: list[tuple[int, str]] = []
+        for address, keys in processing.items():
+            host = worker_host(address, workers.get(address, {}))
+            for key in keys:
+                hosts.extend((call.index, host) for call in self._calls_by_key.get(key, ()))
+        if hosts:
+            self.db.set_running_hosts(hosts)
 
     def _group(self, i: int) -> GroupKey:
         res = self.graph.template(self.graph.instances[i]).resources

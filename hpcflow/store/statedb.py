@@ -183,6 +183,14 @@ class StateDB:
                 ((attempt, now, idx) for idx, attempt in starts),
             )
 
+    def set_running_hosts(self, hosts: Iterable[tuple[int, str]]) -> None:
+        """Where running tasks run: (idx, host); ignored for tasks no longer running."""
+        with self._conn:
+            self._conn.executemany(
+                "UPDATE tasks SET host = ? WHERE idx = ? AND state = 'running'",
+                ((host, idx) for idx, host in hosts),
+            )
+
     def record_attempts(
         self, records: Sequence[AttemptRecord], task_states: dict[int, str]
     ) -> None:

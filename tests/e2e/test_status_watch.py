@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 import time
@@ -43,6 +44,18 @@ def _start(tmp_path, env):
 def test_watch_until_the_run_ends(tmp_path, env):
     run, snapshot = _start(tmp_path, env)
     assert snapshot["running"][0]["id"] == "hold"
+    # Where it runs is known within a few seconds.
+    deadline = time.monotonic() + 20
+    shown = None
+    while time.monotonic() < deadline:
+        shown = subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", "status"],
+            cwd=tmp_path, env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        if f"running: hold on {socket.gethostname()}" in shown.stdout:
+            break
+        time.sleep(0.5)
+    assert shown is not None and f"running: hold on {socket.gethostname()}" in shown.stdout
     watch = subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "status", "--watch", "--interval", "0.3"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

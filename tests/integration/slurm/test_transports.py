@@ -178,6 +178,16 @@ def test_tls_by_default_refuses_strangers(tmp_path, slurm_env, slurm_cluster):
         assert worker["nthreads"] == 2
         assert worker["local_directory"].startswith(str(scratch))
 
+        # Running tasks show the node they run on (as SLURM names it).
+        deadline = time.monotonic() + 30
+        running: list = []
+        while time.monotonic() < deadline:
+            running = json.loads(_hpcflow(env, "status", "--json", cwd=tmp_path).stdout)["running"]
+            if running and running[0]["host"]:
+                break
+            time.sleep(0.5)
+        assert running and running[0]["host"] in ("n1", "n2", "n3", "n4"), running
+
         # hpcflow status shows the dashboard and how to reach it.
         status = _hpcflow(env, "status", cwd=tmp_path)
         assert status.returncode == 0, status.stderr
