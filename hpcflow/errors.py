@@ -81,11 +81,18 @@ class ResourceError(HpcflowError):
 
 
 class SubmitError(HpcflowError):
-    """Submitting an allocation failed; ``transient`` says whether a retry may help."""
+    """Submitting an allocation failed; ``transient`` says whether a retry may help.
 
-    def __init__(self, message: str, *, transient: bool, hint: str | None = None) -> None:
+    ``limit`` marks a refusal because a queue limit was reached (too many jobs queued or
+    submitted): jobs mode waits for some of its jobs to finish and submits again.
+    """
+
+    def __init__(
+        self, message: str, *, transient: bool, hint: str | None = None, limit: bool = False
+    ) -> None:
         super().__init__(message, hint=hint)
         self.transient = transient
+        self.limit = limit
 
 
 class SchedulerCommandError(HpcflowError):

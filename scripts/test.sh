@@ -35,9 +35,9 @@ if [ "$(id -u)" -eq 0 ]; then
     export HPCFLOW_REQUIRE_SLURM=1
 fi
 # Lint and types first: quick, and they name the file and line.
-.venv/bin/ruff check hpcflow tests bench
-.venv/bin/ruff format --check --quiet hpcflow tests bench
-.venv/bin/mypy hpcflow
+.venv/bin/ruff check hpcflow snakemake_executor_plugin_hpcflow tests bench
+.venv/bin/ruff format --check --quiet hpcflow snakemake_executor_plugin_hpcflow tests bench
+.venv/bin/mypy hpcflow snakemake_executor_plugin_hpcflow
 
 set +e
 .venv/bin/python -m pytest -q "$@"

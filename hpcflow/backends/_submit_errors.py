@@ -7,6 +7,20 @@ from collections.abc import Sequence
 
 from hpcflow.errors import SubmitError
 
+#: Refusals because a limit on queued or submitted jobs was reached (SLURM's QOS and
+#: association limits, PBS queue limits). Waiting for jobs to finish lifts them.
+LIMIT_ERRORS = (
+    "QOSMaxSubmitJobPerUserLimit",
+    "QOSMaxSubmitJobPerAccountLimit",
+    "AssocMaxSubmitJobLimit",
+    "MaxSubmitJobs",
+    "job submit limit",
+    "Maximum number of jobs already in queue",
+    "would exceed queue",
+    "would exceed complex",
+    "per-user limit",
+)
+
 
 def classify_submit_failure(
     program: str,
@@ -24,6 +38,16 @@ def classify_submit_failure(
     folded = output.lower()
     if any(pattern.lower() in folded for pattern in transient):
         return SubmitError(f"{program} failed: {message}", transient=True, hint=busy_hint)
+    if any(pattern.lower() in folded for pattern in LIMIT_ERRORS):
+        # Not transient for a single submission (pilot mode fails at once, as before);
+        # jobs mode reads ``limit`` and waits for its queued jobs to finish.
+        return SubmitError(
+            f"{program} refused the job: a queue limit was reached: {message}",
+            transient=False,
+            limit=True,
+            hint="too many jobs queued or submitted: wait for some to finish, lower the "
+            "profile's max_queued_jobs, or check its account / qos (limits) setting",
+        )
     for pattern, setting in permanent:
         if pattern.lower() in folded:
             return SubmitError(

@@ -63,6 +63,16 @@ class AllocationRequest:
     setup_lines: Sequence[str] = ()  # trusted shell lines from the profile (module load ...)
     env: Mapping[str, str] = field(default_factory=dict)
     workdir: Path | None = None
+    # -- jobs mode: one task's batch job (None/0/() for a pilot allocation) --
+    task_name: str | None = None  # set: rendered from the per-task job template
+    array_size: int = 0  # > 1: a job array of elements 0..array_size-1
+    array_parallelism: int | None = None  # most elements running at once (the % cap)
+    depends_on: Sequence[str] = ()  # native ids that must end successfully first (afterok)
+
+    @property
+    def is_array(self) -> bool:
+        """Whether this request is a job array (more than one element)."""
+        return self.array_size > 1
 
     def check(self) -> None:
         """Refuse counts and sizes no batch system could honour, naming the setting."""
@@ -82,6 +92,14 @@ class AllocationRequest:
                 f"memory_per_node must be positive, not {self.memory_per_node!r}",
                 hint="fix the memory_per_node setting",
             )
+        if self.array_parallelism is not None and self.array_parallelism < 1:
+            raise ProfileError(
+                f"array_parallelism must be at least 1, not {self.array_parallelism!r}",
+                hint="fix the array_parallelism setting",
+            )
+        for native_id in self.depends_on:
+            if not native_id or any(c.isspace() or c in ":,;'\"\\" for c in native_id):
+                raise ValueError(f"not a batch job id: {native_id!r}")
         if self.walltime is not None and not self.walltime > 0:
             raise ProfileError(
                 f"walltime must be positive, not {self.walltime!r}",

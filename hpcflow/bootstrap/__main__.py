@@ -70,10 +70,12 @@ def main(argv: list[str]) -> int:
     except PreflightError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
         return 3
-    if info.comm is not None and config.launcher == "mpirun" and code == 0:
-        # mpirun calls an exit without MPI_Finalize a failure. Finalize only on a clean
-        # exit: after a rank died, Open MPI 4 can hang in it (mpi4py's automatic finalize
-        # is off for that reason).
+    if info.comm is not None and code == 0:
+        # A rank that leaves without MPI_Finalize while others still run is an abort to
+        # mpirun and to srun's PMIx plugin alike (srun then cancels the step, and a run
+        # that succeeded ends as a FAILED allocation). Finalize waits for every rank, so
+        # they all leave together. Only on a clean exit: after a rank died, Open MPI 4 can
+        # hang in it (mpi4py's automatic finalize is off for that reason).
         from mpi4py import MPI
 
         MPI.Finalize()

@@ -28,6 +28,11 @@ def find_dashboard(scheduler_file: Path, login_host: str | None = None) -> Dashb
     url = data.get("dashboard") if isinstance(data, dict) else None
     if not isinstance(url, str) or not url:
         return None
+    return dashboard_at(url, login_host)
+
+
+def dashboard_at(url: str, login_host: str | None = None) -> Dashboard:
+    """The dashboard at ``url`` and the ssh tunnel to it through ``login_host``."""
     parts = urlsplit(url)
     if not parts.hostname or not parts.port:
         return Dashboard(url, None, None)

@@ -14,6 +14,11 @@ import click
 @click.option("--partition")
 @click.option("--account")
 @click.option("--walltime")
+@click.option(
+    "--mode",
+    type=click.Choice(["pilot", "jobs"]),
+    help="pilot: the one allocation's script; jobs: every task's job script.",
+)
 def command(
     workflow: Path,
     profile: str,
@@ -21,6 +26,7 @@ def command(
     partition: str | None,
     account: str | None,
     walltime: str | None,
+    mode: str | None,
 ) -> None:
     """Print the batch script for WORKFLOW (the run id is a placeholder until submitted)."""
     from hpcflow.backends.registry import get_backend
@@ -30,12 +36,27 @@ def command(
     from hpcflow.spec.loader import load_workflow
     from hpcflow.store.paths import RunPaths, StateRoot
 
-    overrides = {"nodes": nodes, "partition": partition, "account": account, "walltime": walltime}
+    overrides = {
+        "nodes": nodes,
+        "partition": partition,
+        "account": account,
+        "walltime": walltime,
+        "mode": mode,
+    }
     resolved = resolve_profile(
         profile, overrides=overrides, flags={k: f"--{k}" for k in overrides}
     ).profile
     graph = build_graph(load_workflow(workflow), check_files=False)
     run_id = "RUN_ID"
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)
+    backend = get_backend(resolved.backend, profile=resolved)
+    if resolved.mode == "jobs":
+        from hpcflow.runtime.jobs import render_all
+
+        for unit, script in render_all(graph, resolved, backend, paths, run_id):
+            noun = "instance" if unit.size == 1 else "instances"
+            click.echo(f"# ---- job {unit.number} ({unit.size} {noun}) ----")
+            click.echo(script, nl=False)
+        return
     plan = plan_pilot(resolved, paths, run_id, graph.loaded.base_dir)
-    click.echo(get_backend(resolved.backend, profile=resolved).render(plan.request), nl=False)
+    click.echo(backend.render(plan.request), nl=False)

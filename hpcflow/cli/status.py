@@ -79,6 +79,7 @@ class Snapshot:
     running: list[Any]
     allocations: list[Any]
     dashboard: Any
+    elastic: dict[str, Any] | None = None  # the latest sample of an elastic cluster
 
     @property
     def ended(self) -> bool:
@@ -132,13 +133,14 @@ class Snapshot:
                 if self.dashboard
                 else None
             ),
+            "elastic": self.elastic,
         }
 
 
 def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.backends.base import AllocationState
     from hpcflow.cli._common import read_run
-    from hpcflow.cli._dashboard import find_dashboard
+    from hpcflow.cli._dashboard import dashboard_at, find_dashboard
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -151,13 +153,31 @@ def take_snapshot(paths: Any) -> Snapshot:
     status = view.status
     live = status in ("submitted", "running")
     dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
+    elastic = _latest_sample(paths.elastic_log) if live else None
+    if live and dashboard is None and view.meta.get("dashboard"):
+        # Elastic mode: the scheduler (and its dashboard) run in the submitting process.
+        dashboard = dashboard_at(str(view.meta["dashboard"]))
     if (
         allocations
         and status in ("submitted", "running", "interrupted")
         and all(AllocationState(a.state).final for a in allocations)
     ):
         status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
-    return Snapshot(paths, view, status, failed, running, allocations, dashboard)
+    return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
+
+
+def _latest_sample(path: Any) -> dict[str, Any] | None:
+    """The last line of an elastic run's worker log (None without one)."""
+    from hpcflow.store.tail import tail_lines
+
+    lines = tail_lines(path, 1, max_bytes=4096)
+    if not lines:
+        return None
+    try:
+        sample = json.loads(lines[-1])
+    except ValueError:
+        return None
+    return sample if isinstance(sample, dict) else None
 
 
 def render(snap: Snapshot) -> Any:
@@ -187,6 +207,13 @@ def render(snap: Snapshot) -> Any:
             Text(
                 f"allocation {a.native_id} ({a.backend}): "
                 f"{a.native_state or a.state}{waiting}{reason}"
+            )
+        )
+    if snap.elastic is not None:
+        parts.append(
+            Text(
+                f"elastic workers: {snap.elastic.get('workers', '?')} connected, "
+                f"{snap.elastic.get('requested', '?')} worker job(s) requested"
             )
         )
     if snap.dashboard is not None:

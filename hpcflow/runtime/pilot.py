@@ -28,6 +28,8 @@ from hpcflow.runtime.run import (
     check_capacity,
     create_run,
     log_to,
+    mark_unfinished,
+    summarize,
 )
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
@@ -362,7 +364,7 @@ def _follow(
                     poller.track([current])
                     last = None
                     continue
-                _mark_unfinished(db, "allocation ended before the run finished")
+                mark_unfinished(db, "allocation ended before the run finished")
                 db.set_meta(status="failed", ended=time.time())
                 raise AllocationFailed(
                     current,
@@ -378,23 +380,7 @@ def _follow(
     except KeyboardInterrupt:
         log.warning("cancelling allocation %s", current)
         backend.cancel([current])
-        _mark_unfinished(db, "run cancelled")
+        mark_unfinished(db, "run cancelled")
         db.set_meta(status="cancelled", ended=time.time())
-        return _summary(db, paths, run_id, started, cancelled=True)
-    return _summary(db, paths, run_id, started)
-
-
-def _mark_unfinished(db: st.StateDB, message: str) -> None:
-    rows = db.tasks(states=(st.RUNNING, st.PENDING))
-    db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
-
-
-def _summary(
-    db: st.StateDB, paths: RunPaths, run_id: str, started: float, cancelled: bool = False
-) -> RunSummary:
-    totals: dict[str, int] = {}
-    for counts in db.counts().values():
-        for state, n in counts.items():
-            totals[state] = totals.get(state, 0) + n
-    failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
-    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)
+        return summarize(db, paths, run_id, started, cancelled=True)
+    return summarize(db, paths, run_id, started)

@@ -8,6 +8,7 @@ import secrets
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,8 +203,12 @@ def drive(
     observer: Observer | None = None,
     deadline: float | None = None,
     drain_margin: float = 30.0,
+    on_driver: Callable[[Driver], None] | None = None,
 ) -> RunSummary:
-    """Run the pending tasks of an existing run on a connected Dask ``client``."""
+    """Run the pending tasks of an existing run on a connected Dask ``client``.
+
+    ``on_driver`` is given the driver before it starts (elastic mode reads its backlog).
+    """
     started = time.time()
     paths = prepared.factory.paths
     if paths is None:
@@ -221,6 +226,8 @@ def drive(
         deadline=deadline,
         drain_margin=drain_margin,
     )
+    if on_driver is not None:
+        on_driver(driver)
     attempts = [row.attempts for row in db.tasks()]
     try:
         result = driver.run(prepared.decision.run, attempts)
@@ -373,3 +380,21 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     )
     # Attempts continue their numbering across allocations.
     return prepared, db, str(info["run_id"])
+
+
+def mark_unfinished(db: st.StateDB, message: str) -> None:
+    """Mark every task still running or pending as cancelled, saying why."""
+    rows = db.tasks(states=(st.RUNNING, st.PENDING))
+    db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
+
+
+def summarize(
+    db: st.StateDB, paths: RunPaths, run_id: str, started: float, cancelled: bool = False
+) -> RunSummary:
+    """The :class:`RunSummary` of a batch run, read back from its state database."""
+    totals: dict[str, int] = {}
+    for counts in db.counts().values():
+        for state, n in counts.items():
+            totals[state] = totals.get(state, 0) + n
+    failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
+    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)

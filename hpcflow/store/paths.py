@@ -109,6 +109,42 @@ class RunPaths:
     def allocation_stderr(self, number: int) -> Path:
         return self.allocations_dir / f"{number}.err"
 
+    @property
+    def elastic_log(self) -> Path:
+        """Elastic mode: one JSON line per sample of the worker count."""
+        return self.run_dir / "elastic.jsonl"
+
+    @property
+    def workers_dir(self) -> Path:
+        """Elastic mode: the worker jobs' stdout/stderr."""
+        return self.run_dir / "workers"
+
+    # Jobs mode: one batch job (or array) per unit N of a task's instances.
+    @property
+    def jobs_dir(self) -> Path:
+        return self.run_dir / "jobs"
+
+    def job_script(self, number: int) -> Path:
+        return self.jobs_dir / f"{number}.sh"
+
+    def job_manifest(self, number: int) -> Path:
+        """Which task instances (and first attempt numbers) job ``number`` runs."""
+        return self.jobs_dir / f"{number}.json"
+
+    def job_stdout(self, number: int) -> Path:
+        return self.jobs_dir / f"{number}.out"
+
+    def job_stderr(self, number: int) -> Path:
+        return self.jobs_dir / f"{number}.err"
+
+    def job_started(self, number: int, element: int) -> Path:
+        """Written by an element when it starts: its own native id, host and time."""
+        return self.jobs_dir / str(number) / f"{element}.started.json"
+
+    def job_outcome(self, number: int, element: int) -> Path:
+        """Written by an element when it ends: the outcomes of its attempts."""
+        return self.jobs_dir / str(number) / f"{element}.outcome.json"
+
     # One folder per task, one file per attempt and stream: a single mkdir per task keeps
     # tiny tasks cheap.
     def attempt_files(self, slug: str, attempt: int) -> tuple[str, str, str]:

@@ -81,6 +81,7 @@ class OrphanReaper(NannyPlugin):
         if not become_subreaper():
             log.info("cannot become a child subreaper here; orphaned tasks are not reaped")
             return
+
         def sweep() -> None:
             kill_orphans()
 

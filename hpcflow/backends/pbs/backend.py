@@ -48,6 +48,7 @@ from pathlib import Path
 from hpcflow.backends._commands import CommandResult, CommandRunner, CommandTimedOut
 from hpcflow.backends._render import Renderer, validate_env_name
 from hpcflow.backends._submit_errors import classify_submit_failure
+from hpcflow.backends.arrays import array_range
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
 from hpcflow.backends.pbs.states import (
     Flavor,
@@ -64,6 +65,10 @@ log = logging.getLogger(__name__)
 
 FLAVORS: tuple[Flavor, ...] = ("pro", "torque")
 TEMPLATES: dict[Flavor, str] = {"pro": "pilot.pbs.j2", "torque": "pilot.torque.j2"}
+#: Jobs mode: one task (or one array of a task's instances) per batch job.
+JOB_TEMPLATES: dict[Flavor, str] = {"pro": "job.pbs.j2", "torque": "job.torque.j2"}
+#: The array option of each flavor: PBS Pro ``-J 0-N``, Torque ``-t 0-N``.
+ARRAY_OPTION: dict[Flavor, str] = {"pro": "J", "torque": "t"}
 
 #: Seconds before qsub / qstat / qdel are killed.
 SUBMIT_TIMEOUT = 60.0
@@ -137,6 +142,7 @@ _WRAPPER_NOISE = ("There was an error running the Slurm sbatch command.", "The c
 #: Options computed from a typed request field → that field's name.
 _TYPED_OPTIONS = {
     "N": "job_name", "o": "stdout", "e": "stderr", "q": "partition", "A": "account",
+    "J": "max_array_size / array_parallelism", "t": "max_array_size / array_parallelism",
 }  # fmt: skip
 #: ``-l`` resources computed from typed request fields → the fields' names.
 _TYPED_RESOURCES = {
@@ -250,6 +256,17 @@ class PbsBackend:
             lines.append((f"-q {directive_value(request.partition, 'partition')}", None))
         if request.account is not None:
             lines.append((f"-A {directive_value(request.account, 'account')}", None))
+        if request.is_array:
+            option = ARRAY_OPTION[self.flavor]
+            lines.append((
+                f"-{option} {array_range(request.array_size, request.array_parallelism)}",
+                "One element per task instance; %N caps how many run at once.",
+            ))  # fmt: skip
+        if request.depends_on:
+            lines.append((
+                f"-W depend={depend_value(request.depends_on, self.flavor)}",
+                "Start only after these jobs (all their elements) ended successfully.",
+            ))  # fmt: skip
         emitted = {line.split(" ", 1)[0][1:] for line, _ in lines}
         resources = {key for line, _ in lines if line.startswith("-l ")
                      for key in _resource_names(line[3:])}  # fmt: skip
@@ -266,6 +283,7 @@ class PbsBackend:
         env = [(validate_env_name(name), str(value)) for name, value in request.env.items()]
         context = {
             "run_label": label(request.run_id),
+            "task_label": label(request.task_name or ""),
             "directives": self.directives(request),
             "oversubscribe": needs_oversubscribe(request, self.flavor),
             "workdir": os.path.abspath(request.workdir or request.run_dir),
@@ -273,7 +291,8 @@ class PbsBackend:
             "env": env,
             "command": [str(arg) for arg in request.command],
         }
-        return self._templates.render(TEMPLATES[self.flavor], context)
+        templates = TEMPLATES if request.task_name is None else JOB_TEMPLATES
+        return self._templates.render(templates[self.flavor], context)
 
     # -- submitting ---------------------------------------------------------------
 
@@ -400,6 +419,22 @@ def qsub_path(path: Path | str) -> str:
             "and _ . / + , @ = - only (no spaces, quotes, $, %, :)",
         )
     return text
+
+
+def depend_value(native_ids: Sequence[str], flavor: Flavor) -> str:
+    """``-W depend=`` value: ``afterok:1.srv:2[].srv`` (PBS Pro: afterok covers arrays).
+
+    Torque spells a dependency on a whole array ``afterokarray`` (ids ``123[]``), so
+    its arrays are listed apart: ``afterok:1.srv,afterokarray:2[].srv``.
+    """
+    if flavor == "pro":
+        return "afterok:" + ":".join(native_ids)
+    jobs = [i for i in native_ids if "[]" not in i]
+    arrays = [i for i in native_ids if "[]" in i]
+    groups = [f"afterok:{':'.join(jobs)}"] if jobs else []
+    if arrays:
+        groups.append(f"afterokarray:{':'.join(arrays)}")
+    return ",".join(groups)
 
 
 def memory_mb(size_bytes: int) -> int:

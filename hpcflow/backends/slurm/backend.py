@@ -35,6 +35,7 @@ from pathlib import Path
 from hpcflow.backends._commands import CommandRunner, CommandTimedOut
 from hpcflow.backends._render import Renderer, validate_env_name, validate_extra_directive
 from hpcflow.backends._submit_errors import classify_submit_failure
+from hpcflow.backends.arrays import array_range
 from hpcflow.backends.base import AllocationRequest, AllocationStatus
 from hpcflow.backends.slurm.states import (
     decode_exit_pair,
@@ -47,6 +48,8 @@ from hpcflow.errors import ProfileError, RunError, SchedulerCommandError, Submit
 log = logging.getLogger(__name__)
 
 TEMPLATE = "pilot.sbatch.j2"
+#: Jobs mode: one task (or one array of a task's instances) per batch job.
+JOB_TEMPLATE = "job.sbatch.j2"
 
 #: Seconds before sbatch / squeue / sacct / scancel are killed.
 SUBMIT_TIMEOUT = 60.0
@@ -105,13 +108,14 @@ _TYPED_OPTIONS = {
     "ntasks": "ntasks", "cpus-per-task": "cpus_per_task", "overcommit": "overcommit",
     "gres": "gpus_per_node", "mem": "memory_per_node", "time": "walltime",
     "partition": "partition", "account": "account", "qos": "qos",
-    "constraint": "constraint",
+    "constraint": "constraint", "array": "max_array_size / array_parallelism",
+    "dependency": "dependencies",
 }  # fmt: skip
 #: Short spellings of those options.
 _SHORT_OPTIONS = {
     "J": "job-name", "o": "output", "e": "error", "N": "nodes", "n": "ntasks",
     "c": "cpus-per-task", "O": "overcommit", "t": "time", "p": "partition",
-    "A": "account", "q": "qos", "C": "constraint",
+    "A": "account", "q": "qos", "C": "constraint", "a": "array", "d": "dependency",
 }  # fmt: skip
 
 
@@ -150,10 +154,12 @@ class SlurmBackend:
     def directives(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
         """The ``#SBATCH`` lines (without the prefix), each with an optional comment."""
         request.check()
+        # An array's elements each write their own log: %a is the element's index.
+        element = ".%a" if request.is_array else ""
         lines: list[tuple[str, str | None]] = [
             (f"--job-name={job_name(request.job_name)}", None),
-            (f"--output={directive_path(request.stdout)}", None),
-            (f"--error={directive_path(request.stderr)}", None),
+            (f"--output={directive_path(request.stdout, element)}", None),
+            (f"--error={directive_path(request.stderr, element)}", None),
             (f"--nodes={request.nodes}", None),
             (f"--ntasks={request.ntasks}", None),
             (f"--cpus-per-task={request.cpus_per_task}", None),
@@ -172,6 +178,19 @@ class SlurmBackend:
             value = getattr(request, option)
             if value is not None:
                 lines.append((f"--{option}={directive_value(value, option)}", None))
+        if request.is_array:
+            lines.append((
+                f"--array={array_range(request.array_size, request.array_parallelism)}",
+                "One element per task instance; %N caps how many run at once.",
+            ))  # fmt: skip
+        if request.depends_on:
+            lines.append((
+                f"--dependency=afterok:{':'.join(request.depends_on)}",
+                "Start only after these jobs (all their elements) ended successfully.",
+            ))  # fmt: skip
+            # A dependency that can no longer be met cancels the job instead of leaving
+            # it pending (DependencyNeverSatisfied); hpcflow cancels it too.
+            lines.append(("--kill-on-invalid-dep=yes", None))
         emitted = {line.split("=", 1)[0][2:] for line, _ in lines}
         for index, text in enumerate(request.extra_directives):
             validate_extra_directive(text)
@@ -187,13 +206,15 @@ class SlurmBackend:
         env = [(validate_env_name(name), str(value)) for name, value in request.env.items()]
         context = {
             "run_label": job_name(request.run_id),
+            "task_label": job_name(request.task_name or ""),
             "directives": self.directives(request),
             "workdir": os.path.abspath(request.workdir or request.run_dir),
             "setup_lines": list(request.setup_lines),
             "env": env,
             "command": [str(arg) for arg in request.command],
         }
-        return self._templates.render(TEMPLATE, context)
+        template = TEMPLATE if request.task_name is None else JOB_TEMPLATE
+        return self._templates.render(template, context)
 
     # -- submitting ---------------------------------------------------------------
 
@@ -314,12 +335,13 @@ def directive_value(value: str, setting: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def directive_path(path: Path | str) -> str:
+def directive_path(path: Path | str, pattern: str = "") -> str:
     """An absolute output/error path for ``#SBATCH``, safe from sbatch's parsing.
 
     ``%`` starts a filename pattern (``%j``...), so it is doubled. A backslash turns
     pattern expansion off and is then dropped by SLURM, so such a path cannot be
-    expressed and is refused, like a path with a line break.
+    expressed and is refused, like a path with a line break. ``pattern`` (e.g. ``.%a``,
+    the array index) is inserted before the path's suffix, unescaped.
     """
     text = os.path.abspath(path)
     if any(c in text for c in "\n\r\x00\\"):
@@ -328,7 +350,11 @@ def directive_path(path: Path | str) -> str:
             "or backslash",
             hint="put the workflow and its run directory under a path without those characters",
         )
-    return directive_value(text.replace("%", "%%"), "path")
+    escaped = text.replace("%", "%%")
+    if pattern:
+        stem, dot, suffix = escaped.rpartition(".")
+        escaped = f"{stem}{pattern}.{suffix}" if dot and "/" not in suffix else escaped + pattern
+    return directive_value(escaped, "path")
 
 
 def memory_mib(size_bytes: int) -> int:

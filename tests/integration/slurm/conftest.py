@@ -79,3 +79,14 @@ def queued_jobs(slurm_cluster) -> list[str]:
     """Every job the test cluster still lists (``squeue``), as "ID STATE" lines."""
     out = slurm_cluster.run(["squeue", "-h", "-o", "%i %T"], check=False).stdout
     return [line for line in out.splitlines() if line.strip()]
+
+
+def queue_drains(slurm_cluster, timeout: float = 30) -> list[str]:
+    """Wait until the test cluster lists no job (an allocation ends a moment after its
+    run does: the ranks shut down and finalize together); return what is left."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while queued_jobs(slurm_cluster) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    return queued_jobs(slurm_cluster)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import HOSTILE_VALUES, processes_with, write_workflow
-from tests.integration.slurm.conftest import queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -168,6 +168,7 @@ tasks:
         time.sleep(0.5)
     assert status["status"] == "succeeded", status
     assert (tmp_path / "a.txt").read_text() == "done\n"
+    assert queue_drains(slurm_cluster) == []  # and its allocation has ended
 
     bad = hpcflow_slurm(
         "run", str(wf), "--profile", "slurm-test", "--partition", "nosuch", "--force"
@@ -217,7 +218,7 @@ tasks:
     cancelled = hpcflow_slurm("cancel", status["run_id"])
     assert cancelled.returncode == 0, cancelled.output
     assert allocation["native_id"] in cancelled.stdout
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster, timeout=15) == []
 
 
 def test_allocation_failure_names_job_state_and_logs(tmp_path, slurm_env):

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import write_workflow
-from tests.integration.slurm.conftest import queued_jobs
+from tests.integration.slurm.conftest import queue_drains
 from tests.slurm_cluster import slurm_required
 
 pytestmark = pytest.mark.slurm
@@ -79,14 +79,6 @@ def _wait_for_end(env, workdir: Path, timeout: float = 90) -> dict:
             return status
         time.sleep(0.5)
     raise AssertionError(f"run did not end in {timeout}s: {status}")
-
-
-def _queue_drains(slurm_cluster, timeout: float = 30) -> list[str]:
-    """The allocation ends a moment after the run does: wait for the queue to empty."""
-    deadline = time.monotonic() + timeout
-    while queued_jobs(slurm_cluster) and time.monotonic() < deadline:
-        time.sleep(0.3)
-    return queued_jobs(slurm_cluster)
 
 
 def _refused(address: str, security) -> str:
@@ -201,7 +193,7 @@ def test_tls_by_default_refuses_strangers(tmp_path, slurm_env, slurm_cluster):
     final = _wait_for_end(env, tmp_path)
     assert final["status"] == "succeeded", final
     assert (tmp_path / "held.txt").read_text() == "released\n"
-    assert _queue_drains(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def test_tcp_on_request_warns(tmp_path, slurm_env, example):
@@ -228,7 +220,7 @@ def test_required_encryption_refuses_plaintext_before_submitting(
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "not encrypted" in result.stderr and "Traceback" not in result.stderr
-    assert _queue_drains(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def _ucx_python() -> Path | None:
@@ -265,4 +257,4 @@ def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster, example):
     assert "not encrypted" in result.stderr
     address = json.loads((run_dir / "scheduler.json").read_text())["address"]
     assert address.startswith(("ucx://", "ucxx://")), address
-    assert _queue_drains(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []

@@ -84,6 +84,42 @@ REQUESTS = {
         env={"VALUE": "x; touch CANARY", "QUOTES": 'it\'s "quoted"', "NL": "a\nb"},
         command=["echo", "$(touch CANARY)", "a b", "it's", "`touch CANARY`"],
     ),
+    # Jobs mode: one task's sweep as an array with a concurrency cap, after two jobs.
+    "job_array": request(
+        job_name="hpcflow-20261129-101500-ab12-simulate",
+        stdout=RUN / "jobs" / "3.out",
+        stderr=RUN / "jobs" / "3.err",
+        cpus_per_task=2,
+        memory_per_node=100 * 2**20,
+        walltime=360,
+        partition="debug",
+        command=["python", "-m", "hpcflow.runtime.jobtask", str(RUN), "3"],
+        task_name="simulate",
+        array_size=200,
+        array_parallelism=8,
+        depends_on=("101", "102"),
+    ),
+    # Jobs mode: one MPI task (4 ranks over 2 nodes), no array.
+    "job_mpi": request(
+        job_name="hpcflow-20261129-101500-ab12-allreduce",
+        stdout=RUN / "jobs" / "1.out",
+        stderr=RUN / "jobs" / "1.err",
+        nodes=2,
+        ntasks=4,
+        command=["python", "-m", "hpcflow.runtime.jobtask", str(RUN), "1"],
+        task_name="allreduce",
+    ),
+    "job_hostile": request(
+        run_id="run'; touch CANARY",
+        job_name="a'; echo foo\n0 $(touch CANARY)",
+        run_dir=Path('/scratch/it\'s a "dir"; $(touch CANARY)'),
+        stdout=Path('/scratch/it\'s a "dir"; $(touch CANARY)/out 100%.log'),
+        stderr=Path('/scratch/it\'s a "dir"; $(touch CANARY)/err `x`.log'),
+        env={"VALUE": "x; touch CANARY", "QUOTES": 'it\'s "quoted"', "NL": "a\nb"},
+        command=["echo", "$(touch CANARY)", "a b", "it's", "`touch CANARY`"],
+        task_name="t'; $(touch CANARY)\nx",
+        array_size=3,
+    ),
 }
 
 
@@ -152,7 +188,12 @@ def test_job_name_and_comment_cannot_inject_lines(backend):
             assert "'" in line, line
 
 
-def test_hostile_script_runs_through_real_bash(backend, tmp_path):
+#: Pilot allocation (None) and jobs mode's per-task job script (a hostile task name).
+JOB_KINDS = [None, "sim'; $(touch CANARY)\nx"]
+
+
+@pytest.mark.parametrize("task_name", JOB_KINDS, ids=["pilot", "job"])
+def test_hostile_script_runs_through_real_bash(backend, tmp_path, task_name):
     """Run the rendered script with bash (the #SBATCH lines are comments there): every
     argument and environment value arrives byte for byte, and nothing else runs."""
     probe = (
@@ -170,6 +211,8 @@ def test_hostile_script_runs_through_real_bash(backend, tmp_path):
             stderr=tmp_path / "e.log",
             env={"HOSTILE": value, "PROBE_OUT": str(out)},
             command=[sys.executable, "-c", probe, value, "plain"],
+            task_name=task_name,
+            array_size=3 if task_name else 0,
         )
         script = tmp_path / f"s{n}.sbatch"
         script.write_text(backend.render(req))

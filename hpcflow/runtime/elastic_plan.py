@@ -1,0 +1,249 @@
+"""Elastic mode's plan: one profile → the arguments of a dask-jobqueue cluster.
+
+Pure: nothing is submitted and nothing of dask-jobqueue is imported here, so the mapping
+from a profile to worker jobs is tested without a batch system. One worker job is one
+node's worth of the profile (``cpus_per_node``, ``memory_per_node``, ``gpus_per_node``,
+``workers_per_node`` Dask workers in it); :mod:`hpcflow.runtime.elastic` starts the
+cluster and lets ``adapt(min_workers, max_workers)`` queue and retire such jobs.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hpcflow.errors import ProfileError
+from hpcflow.settings.profile import Profile
+
+#: dask-jobqueue writes paths into ``#SBATCH``/``#PBS`` lines and the worker command
+#: without quoting them; only such plain paths can go there.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+:@%=,-]+")
+#: ``local_directory`` may name node variables (``$TMPDIR``), expanded by the job's shell.
+_PLAIN_OR_VARIABLE = re.compile(r"[A-Za-z0-9_./+:@%=,${}-]+")
+
+#: dask-jobqueue class per backend.
+CLUSTER_CLASSES = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+
+#: Dask's memory thresholds, set in the worker job's environment (the worker CLI has no
+#: flags for them).
+_MEMORY_ENV = {
+    "worker_memory_target": "DASK_DISTRIBUTED__WORKER__MEMORY__TARGET",
+    "worker_memory_spill": "DASK_DISTRIBUTED__WORKER__MEMORY__SPILL",
+    "worker_memory_pause": "DASK_DISTRIBUTED__WORKER__MEMORY__PAUSE",
+}
+
+
+@dataclass(frozen=True)
+class ElasticPlan:
+    """How worker jobs look and how many of them may come and go.
+
+    ``kwargs`` go to the dask-jobqueue class ``cluster_class`` as they are; ``security``
+    is added by the caller (it holds the run's key paths).
+    """
+
+    cluster_class: str
+    kwargs: dict[str, Any]
+    minimum: int
+    maximum: int
+    interval: float
+    wait_count: int
+    workers_per_job: int
+    threads_per_worker: int
+    gpus_per_worker: int
+    memory_per_worker: int | None  # bytes; None: the batch system's default
+    job_name: str
+    resources: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def dashboard(self) -> bool:
+        """Whether the scheduler serves Dask's dashboard (the profile asked for it)."""
+        return bool(self.kwargs["scheduler_options"].get("dashboard", True))
+
+    @property
+    def max_slots(self) -> int:
+        """CPU slots when every allowed worker job runs (what the driver sizes work for)."""
+        return self.maximum * self.workers_per_job * self.threads_per_worker
+
+
+def walltime_text(seconds: float) -> str:
+    """``H:MM:SS`` as both SLURM and PBS read it (whole seconds, rounded up)."""
+    total = int(-(-seconds // 1))
+    hours, rest = divmod(total, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def _plain(value: str, what: str, pattern: re.Pattern[str] = _PLAIN_PATH) -> str:
+    if not pattern.fullmatch(value):
+        raise ProfileError(
+            f"elastic mode cannot use {what} {value!r}: dask-jobqueue writes it into the "
+            "worker job script unquoted",
+            hint="use a path of letters, digits and ./_- only (e.g. --run-dir /scratch/run1)",
+        )
+    return value
+
+
+def prologue(profile: Profile, run_id: str, base_dir: Path) -> list[str]:
+    """Shell lines run before each worker starts: modules, set-up, environment, folder."""
+    lines = [f"module load {shlex.quote(module)}" for module in profile.modules]
+    lines += list(profile.setup)  # trusted shell lines, as in pilot mode
+    env = {**profile.env, "HPCFLOW_RUN_ID": run_id}
+    for name, attr in _MEMORY_ENV.items():
+        value = getattr(profile, name, None)
+        if value is not None:
+            env[attr] = "False" if value is False else str(value)
+    lines += [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
+    # Tasks run relative to the workflow's folder, as on every other backend.
+    lines.append(f"cd {shlex.quote(str(base_dir))}")
+    return lines
+
+
+def plan_elastic(
+    profile: Profile,
+    run_dir: Path,
+    run_id: str,
+    base_dir: Path,
+    *,
+    log_directory: Path | None = None,
+) -> ElasticPlan:
+    """Turn ``profile`` into dask-jobqueue arguments for worker jobs of run ``run_id``.
+
+    Raises :class:`ProfileError` for a backend without elastic support, or paths that
+    dask-jobqueue cannot write safely into a job script.
+    """
+    if profile.backend not in CLUSTER_CLASSES:
+        raise ProfileError(
+            f"elastic mode needs a batch backend (slurm or pbs), not {profile.backend!r}",
+            hint="use --profile slurm or --profile pbs, or drop --mode elastic",
+        )
+    _plain(str(run_dir), "the run directory")
+    per_job = profile.workers_on_each_node()
+    threads = profile.threads_of_each_worker() or 1
+    gpus = profile.gpus_per_node
+    memory_bytes = profile.memory_per_node
+    cpus_per_job = profile.cpus_per_node
+    if profile.workers_per_node == "per-gpu":
+        # One worker job per GPU: the batch system then gives each worker its own device
+        # (CUDA_VISIBLE_DEVICES), and the cluster grows and shrinks a GPU at a time.
+        per_job, gpus = 1, 1
+        memory_bytes = memory_bytes // profile.gpus_per_node if memory_bytes else None
+        cpus_per_job = threads
+    gpus_per_worker = gpus // per_job if gpus else 0
+    cores = threads * per_job
+    job_name = f"hpcflow-{run_id}-w"
+
+    resources: dict[str, float] = {"cpus": float(threads)}
+    if gpus_per_worker:
+        resources["GPU"] = float(gpus_per_worker)
+    for name, amount in profile.worker_resources.items():
+        resources.setdefault(name, float(amount))
+    # The worker CLI splits --resources on commas: one token, nothing to quote.
+    resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
+    for name in resources:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ProfileError(
+                f"worker resource name {name!r} cannot be passed to an elastic worker",
+                hint="use letters, digits and '_' in worker_resources names",
+            )
+    extra_args = ["--resources", resource_arg]
+    skip: list[str] = []
+    if memory_bytes is None:
+        # dask-jobqueue insists on a memory figure; without memory_per_node the batch
+        # system's default applies, so drop the request and let the worker measure.
+        # (PBS: the resource_spec below simply has no mem=.)
+        memory = "1GiB"
+        if profile.backend == "slurm":
+            skip.append("#SBATCH --mem=")
+    else:
+        memory = f"{memory_bytes}B"
+    limit = profile.worker_memory_limit
+    if limit is not None or memory_bytes is None:
+        # The worker CLI keeps the last --memory-limit given: this one wins.
+        extra_args += ["--memory-limit", limit or "auto"]
+    lifetime = profile.worker_lifetime
+    if lifetime:
+        stagger = profile.worker_lifetime_stagger
+        extra_args += ["--lifetime", f"{lifetime:g}s", "--lifetime-stagger", f"{stagger:g}s"]
+
+    kwargs: dict[str, Any] = {
+        "cores": cores,
+        "processes": per_job,
+        "memory": memory,
+        "job_name": job_name,
+        "python": shlex.quote(profile.python_executable()),
+        "protocol": "tls://" if profile.transport == "tls" else "tcp://",
+        "worker_extra_args": extra_args,
+        "job_script_prologue": prologue(profile, run_id, base_dir),
+        "queue": profile.partition,
+        "account": profile.account,
+        "walltime": walltime_text(profile.walltime) if profile.walltime else None,
+        "death_timeout": 120,
+        "scheduler_options": _scheduler_options(profile),
+    }
+    if profile.walltime is None:
+        # Leave the limit to the queue's default (dask-jobqueue would ask for 30 min).
+        skip.append("#SBATCH -t " if profile.backend == "slurm" else "#PBS -l walltime=")
+    if log_directory is not None:
+        kwargs["log_directory"] = _plain(str(log_directory), "the worker log folder")
+    if profile.interface:
+        kwargs["interface"] = profile.interface
+    if profile.local_directory:
+        kwargs["local_directory"] = _plain(
+            profile.local_directory, "local_directory", _PLAIN_OR_VARIABLE
+        )
+    directives = list(profile.extra_directives)
+    if profile.backend == "slurm":
+        kwargs["job_cpu"] = cpus_per_job or cores
+        if profile.qos:
+            directives.append(f"--qos={profile.qos}")
+        if profile.constraint:
+            directives.append(f"--constraint={profile.constraint}")
+        if gpus:
+            directives.append(f"--gres=gpu:{gpus}")
+    else:
+        kwargs["resource_spec"] = _pbs_resources(
+            profile.pbs_flavor, cpus_per_job or cores, gpus, memory_bytes
+        )
+    kwargs["job_extra_directives"] = directives
+    if skip:
+        kwargs["job_directives_skip"] = skip
+    return ElasticPlan(
+        cluster_class=CLUSTER_CLASSES[profile.backend],
+        kwargs=kwargs,
+        minimum=profile.min_workers,
+        maximum=profile.max_workers,
+        interval=profile.adapt_interval,
+        wait_count=profile.adapt_wait_count,
+        workers_per_job=per_job,
+        threads_per_worker=threads,
+        gpus_per_worker=gpus_per_worker,
+        memory_per_worker=memory_bytes // per_job if memory_bytes else None,
+        job_name=job_name,
+        resources=resources,
+    )
+
+
+def _scheduler_options(profile: Profile) -> dict[str, Any]:
+    """The scheduler runs in this process. Its dashboard is plain, unauthenticated HTTP:
+    off unless the profile sets ``dashboard_address`` (dask-jobqueue would open :8787)."""
+    options: dict[str, Any]
+    if profile.dashboard_address:
+        options = {"dashboard_address": profile.dashboard_address}
+    else:
+        # (Its HTTP server still answers /health, on any free port.)
+        options = {"dashboard": False, "dashboard_address": ":0"}
+    if profile.interface:
+        options["interface"] = profile.interface
+    return options
+
+
+def _pbs_resources(flavor: str, cpus: int, gpus: int, memory: int | None) -> str:
+    """One chunk of a node for PBS Pro (``select=``) or Torque (``nodes=1:ppn=``)."""
+    mem = f"{-(-memory // 2**20)}mb" if memory else None
+    if flavor == "torque":
+        spec = f"nodes=1:ppn={cpus}" + (f":gpus={gpus}" if gpus else "")
+        return spec + (f",mem={mem}" if mem else "")
+    spec = f"select=1:ncpus={cpus}" + (f":ngpus={gpus}" if gpus else "")
+    return spec + (f":mem={mem}" if mem else "")

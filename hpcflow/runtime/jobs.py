@@ -1,0 +1,745 @@
+"""Jobs mode, on the submit host: every task becomes its own batch job, a sweep a job
+array; this module plans, submits, follows and records.
+
+* Plan: the instances to run are grouped by task definition into units
+  (:mod:`hpcflow.runtime.jobs_plan`); a unit of more than one instance is a job array,
+  split at the profile's ``max_array_size``.
+* Submit: in dependency order, gently (``submit_rate``; ``max_queued_jobs``; a refusal
+  because a queue limit was reached means wait, not fail). With ``dependencies:
+  scheduler`` a unit is submitted as soon as its upstream units are, held by
+  ``afterok``; with ``driver`` it is submitted once its upstream tasks succeeded.
+* Follow: each element runs ``python -m hpcflow.runtime.jobtask`` and leaves a started
+  and an outcome file (:class:`~hpcflow.store.paths.RunPaths`); the batch system is
+  asked about every live job and element in ONE poll per interval, only to notice jobs
+  that ended without an outcome (walltime, cancel, node failure).
+* Record: this process is the single writer of the state database and the memo, as
+  the Dask driver is in the other modes. A failed task skips its dependents; their
+  queued jobs are cancelled (never left pending as DependencyNeverSatisfied), and
+  instances of those jobs that do not depend on the failure are submitted again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus, Backend
+from hpcflow.backends.poller import Poller
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.dag.instances import TaskTemplate
+from hpcflow.errors import RunError, SubmitError
+from hpcflow.runtime.calls import Outcome
+from hpcflow.runtime.driver import Observer
+from hpcflow.runtime.jobs_plan import (
+    JobUnit,
+    LimitBackoff,
+    SubmitThrottle,
+    blocking_deps,
+    blocking_deps_of,
+    plan_units,
+    scheduler_dependencies,
+    skip_downstream,
+)
+from hpcflow.runtime.pilot import _default_poller
+from hpcflow.runtime.run import (
+    PreparedRun,
+    RunOptions,
+    RunSummary,
+    create_run,
+    log_to,
+    mark_unfinished,
+    summarize,
+)
+from hpcflow.settings.profile import Profile
+from hpcflow.store import statedb as st
+from hpcflow.store.atomic import write_json_atomic
+from hpcflow.store.memo import MemoEntry
+from hpcflow.store.paths import RunPaths
+
+log = logging.getLogger(__name__)
+
+#: Least seconds a job or element may be reported ended before its missing outcome
+#: file counts as missing (the file is written before the job exits; a shared file
+#: system may show it a little later). Two poll intervals when those are longer.
+OUTCOME_GRACE = 2.0
+
+#: Seconds between two rounds of the follow loop (file checks are cheap; the batch
+#: system is asked only when the poller is due).
+TICK = 0.2
+
+
+@dataclass
+class _Job:
+    """A unit and what became of it on the batch system."""
+
+    unit: JobUnit
+    native_id: str | None = None
+    done: bool = False
+    first_attempts: list[int] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)  # afterok: native ids it waits for
+
+
+def run_jobs(
+    prepared: PreparedRun,
+    options: RunOptions,
+    profile: Profile,
+    backend: Backend,
+    *,
+    observer: Observer | None = None,
+    detach: bool = False,
+    poller_factory: Callable[[Backend, Profile], Poller] | None = None,
+    on_submit: Callable[[str, RunPaths], None] | None = None,
+) -> RunSummary:
+    """Create the run, submit its tasks as batch jobs, and follow them to the end."""
+    started = time.time()
+    if detach:
+        prepared.memo.close()
+        prepared.lock.release()
+        raise RunError(
+            "jobs mode cannot --detach: the submit host records every task's outcome",
+            hint="run without --detach (e.g. inside tmux/screen or nohup), or use "
+            "--mode pilot, whose allocation records outcomes itself",
+        )
+    db: st.StateDB | None = None
+    handler = None
+    try:
+        run_id, paths, db = create_run(
+            prepared,
+            options,
+            backend=profile.backend,
+            extra={"profile": profile.name, "mode": "jobs"},
+        )
+        handler = log_to(paths.driver_log)
+        if prepared.decision.to_run == 0:
+            db.set_meta(status="succeeded", ended=time.time())
+            return RunSummary(
+                run_id, paths, {st.CACHED: len(prepared.graph.instances)}, elapsed=0.0
+            )
+        poller = (poller_factory or _default_poller)(backend, profile)
+        follower = JobsFollower(
+            prepared, profile, backend, db, paths, run_id, poller,
+            observer=observer, on_submit=on_submit,
+        )  # fmt: skip
+        db.set_meta(status="running")
+        try:
+            follower.run()
+        except KeyboardInterrupt:
+            follower.cancel_all("run cancelled")
+            mark_unfinished(db, "run cancelled")
+            db.set_meta(status="cancelled", ended=time.time())
+            return summarize(db, paths, run_id, started, cancelled=True)
+        except BaseException as exc:
+            follower.cancel_all(f"run failed: {exc}")
+            mark_unfinished(db, f"run failed: {exc}"[:500])
+            db.set_meta(status="failed", error=str(exc)[:2000], ended=time.time())
+            raise
+        summary = summarize(db, paths, run_id, started)
+        status = "succeeded" if summary.ok else "failed"
+        db.set_meta(status=status, ended=time.time())
+        log.info("run %s %s in %.1fs: %s", run_id, status, summary.elapsed, summary.totals)
+        return summary
+    finally:
+        if db is not None:
+            db.close()
+        prepared.memo.close()
+        prepared.lock.release()
+        if handler is not None:
+            logging.getLogger("hpcflow").removeHandler(handler)
+            handler.close()
+
+
+class JobsFollower:
+    """Submits a run's units and records what their elements report, until every task
+    to run has ended. Single writer of the run's state database."""
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        profile: Profile,
+        backend: Backend,
+        db: st.StateDB,
+        paths: RunPaths,
+        run_id: str,
+        poller: Poller,
+        *,
+        observer: Observer | None = None,
+        on_submit: Callable[[str, RunPaths], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.prepared = prepared
+        self.graph: TaskGraph = prepared.graph
+        self.profile = profile
+        self.backend = backend
+        self.db = db
+        self.paths = paths
+        self.run_id = run_id
+        self.poller = poller
+        self.clock = clock
+        self.sleep = sleep
+        self.observer = observer
+        #: Called once, with the first job's native id (the CLI prints it).
+        self.on_submit = on_submit
+        rows = db.tasks()
+        self.state = [r.state for r in rows]
+        self.attempts = [r.attempts for r in rows]
+        self.dependents = self.graph.dependents()
+        self.remaining = sum(1 for s in self.state if s not in st.FINAL_STATES)
+        self.chunk_size = profile.max_array_size
+        if profile.max_queued_jobs is not None:
+            self.chunk_size = min(self.chunk_size, profile.max_queued_jobs)
+        self.jobs: dict[int, _Job] = {}
+        self.waiting: list[int] = []
+        self.unit_of: dict[int, int] = {}
+        self.started_ids: dict[int, str | None] = {}  # instance → element's native id
+        self.closed: set[int] = set()  # instances whose job element has been judged
+        self.ended_since: dict[str, float] = {}  # native id → when first seen ended
+        self.throttle = SubmitThrottle(profile.submit_rate, clock)
+        # Waits after a refusal: as brisk as polling at first, never longer than its cap.
+        self.limit_backoff = LimitBackoff(
+            first=min(1.0, profile.poll_interval), cap=profile.max_poll_interval
+        )
+        self.hold_until = 0.0
+        self.grace = max(OUTCOME_GRACE, 2 * profile.poll_interval)
+        self.transient_failures = 0
+        self.announced = False
+        pending = [i for i, s in enumerate(self.state) if s == st.PENDING]
+        self._add_units(plan_units(self.graph, pending, self.chunk_size))
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self) -> None:
+        last_progress = 0.0
+        while self.remaining > 0:
+            self._submit_ready()
+            self._collect()
+            self._poll()
+            now = self.clock()
+            if self.observer is not None and now - last_progress > 0.3:
+                self.observer.update(self.db.counts())
+                last_progress = now
+            if self.remaining > 0 and not self.waiting and not self._live_jobs():
+                raise RunError(f"jobs mode stalled with {self.remaining} tasks unfinished")
+            if self.remaining > 0:
+                self.sleep(TICK)
+        if self.observer is not None:
+            self.observer.update(self.db.counts())
+
+    def _live_jobs(self) -> list[_Job]:
+        return [j for j in self.jobs.values() if j.native_id is not None and not j.done]
+
+    def _add_units(self, units: list[JobUnit]) -> None:
+        for unit in units:
+            self.jobs[unit.number] = _Job(unit)
+            self.waiting.append(unit.number)
+            for i in unit.indices:
+                self.unit_of[i] = unit.number
+
+    def _next_number(self) -> int:
+        return max(self.jobs, default=0) + 1
+
+    # -- submitting ---------------------------------------------------------------------
+
+    def _queued(self) -> int:
+        return sum(1 for job in self._live_jobs() for i in job.unit.indices if i not in self.closed)
+
+    def _submit_ready(self) -> None:
+        if not self.waiting:
+            return
+        queued = self._queued()
+        healthy: dict[int, str] | None = None
+        for number in list(self.waiting):
+            job = self.jobs[number]
+            live = [i for i in job.unit.indices if self.state[i] == st.PENDING]
+            if not live:
+                self.waiting.remove(number)
+                job.done = True
+                continue
+            job.unit.indices = live
+            blocking = blocking_deps(self.graph, job.unit, self.state)
+            depends: list[str] = []
+            if blocking:
+                if self.profile.dependencies == "driver":
+                    continue
+                # A job with a failed element never satisfies afterok: wait for the
+                # upstream instances themselves instead (submitted without afterok).
+                if healthy is None:
+                    tainted = self._tainted()
+                    healthy = {
+                        n: native for n, native in self._native_ids().items()
+                        if n not in tainted
+                    }  # fmt: skip
+                found = scheduler_dependencies(blocking, self.unit_of, healthy)
+                if found is None:
+                    continue
+                depends = found
+            cap = self.profile.max_queued_jobs
+            if cap is not None and queued + job.unit.size > cap:
+                return  # wait for queued jobs to finish (keeps submission order)
+            if self.clock() < self.hold_until or self.throttle.wait_time() > 0:
+                return
+            if not self._submit(job, depends):
+                return
+            queued += job.unit.size
+            if healthy is not None and job.native_id is not None:
+                healthy[number] = job.native_id
+
+    def _tainted(self) -> set[int]:
+        """Units with an instance that ended without success (afterok on them fails)."""
+        return {
+            self.unit_of[i]
+            for i, state in enumerate(self.state)
+            if state in (st.FAILED, st.CANCELLED) and i in self.unit_of
+        }
+
+    def _native_ids(self) -> dict[int, str]:
+        return {
+            n: job.native_id
+            for n, job in self.jobs.items()
+            if job.native_id is not None and not job.done
+        }
+
+    def _submit(self, job: _Job, depends: list[str]) -> bool:
+        """Submit ``job``; False when the batch system asked us to wait."""
+        unit = job.unit
+        job.first_attempts = [self.attempts[i] + 1 for i in unit.indices]
+        write_json_atomic(
+            self.paths.job_manifest(unit.number),
+            {
+                "run_id": self.run_id,
+                "task": self._name(unit),
+                "indices": unit.indices,
+                "ids": [self.graph.instances[i].id for i in unit.indices],
+                "attempts": job.first_attempts,
+                "mpi_launcher": self.profile.launcher,
+                "mpi": self.profile.mpi,
+            },
+        )
+        request = self._request(unit, depends)
+        script = self.paths.job_script(unit.number)
+        script.write_text(self.backend.render(request), encoding="utf-8")
+        self.throttle.note()
+        try:
+            native_id = self.backend.submit(script, request)
+        except SubmitError as exc:
+            return self._refused(job, exc, depends)
+        self.transient_failures = 0
+        self.limit_backoff.accepted()
+        job.native_id = native_id
+        job.after = list(depends)
+        self.waiting.remove(unit.number)
+        self.db.add_allocation(
+            st.AllocationRow(
+                native_id,
+                unit.number,
+                self.backend.name,
+                AllocationState.QUEUED.value,
+                None,
+                None,
+                time.time(),
+                None,
+                str(script),
+                str(request.stdout),
+                str(request.stderr),
+            )
+        )
+        self.poller.track([native_id])
+        log.info(
+            "job %d (%s, %d instance%s) submitted as %s %s%s",
+            unit.number, self._name(unit), unit.size, "" if unit.size == 1 else "s",
+            self.backend.name, native_id, f" after {', '.join(depends)}" if depends else "",
+        )  # fmt: skip
+        if self.on_submit is not None and not self.announced:
+            self.announced = True
+            self.on_submit(native_id, self.paths)
+        return True
+
+    def _refused(self, job: _Job, exc: SubmitError, depends: list[str]) -> bool:
+        if exc.limit and self._queued() > 0:
+            wait = self.limit_backoff.refused()
+            log.warning("queue limit reached (%s); waiting %.0fs", exc.message, wait)
+            self.hold_until = self.clock() + wait
+            return False
+        if exc.transient and self.transient_failures < self.profile.submit_retries:
+            self.transient_failures += 1
+            wait = self.limit_backoff.refused()
+            log.warning("submission failed (%s); retrying in %.0fs", exc.message, wait)
+            self.hold_until = self.clock() + wait
+            return False
+        if depends and "depend" in exc.message.lower():
+            # An upstream job ended (and was purged) between our look and the
+            # submission: wait for its outcome files instead, then submit without it.
+            log.warning("dependency refused (%s); waiting for the upstream outcome", exc)
+            self.hold_until = self.clock() + self.grace
+            return False
+        raise exc
+
+    def _name(self, unit: JobUnit) -> str:
+        return self.graph.templates[unit.spec_index].spec.name
+
+    def _request(self, unit: JobUnit, depends: list[str]) -> AllocationRequest:
+        return job_request(self.graph, unit, self.profile, self.paths, self.run_id, depends)
+
+    # -- collecting outcomes ------------------------------------------------------------
+
+    def _collect(self) -> None:
+        starts: list[tuple[int, int]] = []
+        outcomes: list[tuple[int, list[Outcome]]] = []
+        for job in self._live_jobs():
+            # One listing per job, then only the files that appeared are read.
+            try:
+                names = set(os.listdir(self.paths.job_started(job.unit.number, 0).parent))
+            except FileNotFoundError:
+                continue
+            for k, i in enumerate(job.unit.indices):
+                if i in self.closed:
+                    continue
+                if i not in self.started_ids:
+                    started = self.paths.job_started(job.unit.number, k)
+                    if started.name not in names:
+                        continue
+                    marker = _read_json(started)
+                    if marker is None:
+                        continue
+                    element = marker.get("native_id") or None
+                    self.started_ids[i] = element
+                    if element:
+                        self.poller.track([element])
+                    starts.append((i, job.first_attempts[k]))
+                outcome = self.paths.job_outcome(job.unit.number, k)
+                if outcome.name not in names:
+                    continue
+                done = _read_json(outcome)
+                if done is not None:
+                    outcomes.append((i, [Outcome(**o) for o in done["outcomes"]]))
+        if starts:
+            self.db.start_attempts(starts)
+            for i, _ in starts:
+                self.state[i] = st.RUNNING
+        if outcomes:
+            self._record(outcomes)
+
+    def _record(self, results: list[tuple[int, list[Outcome]]]) -> None:
+        """Store attempts, new states and memo entries in one go, as the driver does."""
+        records: list[st.AttemptRecord] = []
+        new_states: dict[int, str] = {}
+        memo: list[MemoEntry] = []
+        factory = self.prepared.factory
+        for i, attempts in results:
+            for out in attempts:
+                records.append(
+                    st.AttemptRecord(
+                        i,
+                        out.attempt,
+                        out.state,
+                        out.exit_code,
+                        out.started,
+                        out.ended,
+                        out.peak_rss,
+                        out.host,
+                        out.message,
+                    )  # fmt: skip
+                )
+            final = attempts[-1]
+            inst = self.graph.instances[i]
+            if final.state == "succeeded":
+                new_states[i] = st.SUCCEEDED
+                memo.append(
+                    MemoEntry(
+                        inst.id,
+                        factory.fingerprint(inst),
+                        final.inputs_sig,
+                        final.outputs_sig,
+                        self.run_id,
+                    )
+                )
+            elif final.state == "cancelled":
+                new_states[i] = st.CANCELLED
+            else:
+                new_states[i] = st.FAILED
+            self.attempts[i] = final.attempt
+        self.db.record_attempts(records, new_states)
+        if memo:
+            self.prepared.memo.record(memo)
+        self._ended(new_states)
+
+    def _ended(self, new_states: dict[int, str]) -> None:
+        """Bookkeeping for instances that reached a final state; skips their dependents."""
+        failed = []
+        for i, state in new_states.items():
+            self.state[i] = state
+            self.closed.add(i)
+            self.remaining -= 1
+            if state != st.SUCCEEDED:
+                failed.append(i)
+        if failed:
+            self._skip(failed)
+        self._close_finished_jobs()
+
+    def _skip(self, failed: list[int]) -> None:
+        skipped = skip_downstream(self.dependents, failed, self.state)
+        if skipped:
+            for i in skipped:
+                self.state[i] = st.SKIPPED
+                self.closed.add(i)
+            self.remaining -= len(skipped)
+            self.db.set_states(
+                ((i, st.SKIPPED) for i in skipped), message="an upstream task failed"
+            )
+            log.info("%d task(s) skipped: an upstream task failed", len(skipped))
+        # Queued jobs that wait (afterok) on a job with a failed element wait for a
+        # dependency that can no longer be met: cancel them, and queue again their
+        # instances that do not depend on the failure.
+        tainted = {self.jobs[n].native_id for n in self._tainted()}
+        doomed = [
+            job
+            for job in self._live_jobs()
+            if (
+                any(self.state[i] == st.SKIPPED for i in job.unit.indices)
+                or tainted.intersection(job.after)
+            )
+            and not any(i in self.started_ids for i in job.unit.indices)
+        ]
+        if not doomed:
+            return
+        self.backend.cancel([job.native_id for job in doomed if job.native_id])
+        again: list[int] = []
+        for job in doomed:
+            job.done = True
+            assert job.native_id is not None  # noqa: S101 - live jobs have ids
+            self.db.update_allocation(
+                job.native_id, AllocationState.CANCELLED.value, None, "an upstream task failed"
+            )
+            self.poller.forget([job.native_id])
+            again.extend(i for i in job.unit.indices if self.state[i] == st.PENDING)
+        if again:
+            units = plan_units(self.graph, again, self.chunk_size, self._next_number())
+            self._add_units(units)
+            log.info("%d task(s) queued again in %d new job(s)", len(again), len(units))
+
+    def _close_finished_jobs(self) -> None:
+        for job in self._live_jobs():
+            if all(i in self.closed for i in job.unit.indices):
+                job.done = True
+                assert job.native_id is not None  # noqa: S101 - live jobs have ids
+                status = self.poller.latest.get(job.native_id)
+                if status is None or not status.state.final:
+                    failed = any(self.state[i] != st.SUCCEEDED for i in job.unit.indices)
+                    state = AllocationState.FAILED if failed else AllocationState.COMPLETED
+                    self.db.update_allocation(job.native_id, state.value, None, None)
+                self.poller.forget(
+                    [job.native_id, *(self.started_ids.get(i) or "" for i in job.unit.indices)]
+                )
+
+    # -- the batch system's view --------------------------------------------------------
+
+    def _poll(self) -> None:
+        changed = self.poller.poll_once()
+        native_of = {job.native_id: job for job in self._live_jobs()}
+        for native_id, status in changed.items():
+            if native_id in native_of:
+                self.db.update_allocation(
+                    native_id, status.state.value, status.native_state, status.reason
+                )
+        now = self.clock()
+        lost: list[tuple[int, AllocationStatus, bool]] = []
+        for job in self._live_jobs():
+            assert job.native_id is not None  # noqa: S101 - live jobs have ids
+            for i in job.unit.indices:
+                if i in self.closed:
+                    continue
+                started = i in self.started_ids
+                watched = (self.started_ids.get(i) or job.native_id) if started else job.native_id
+                seen = self.poller.latest.get(watched)
+                if seen is None or not self.poller.settled([watched]):
+                    continue
+                first = self.ended_since.setdefault(watched, now)
+                if now - first >= self.grace:
+                    lost.append((i, seen, started))
+        if lost:
+            self._collect()  # a last look for outcome files written meanwhile
+            self._lost([(i, s, started) for i, s, started in lost if i not in self.closed])
+
+    def _lost(self, lost: list[tuple[int, AllocationStatus, bool]]) -> None:
+        """Instances whose job or element ended without an outcome file.
+
+        A job that never started because an upstream task failed (SLURM's
+        ``--kill-on-invalid-dep``) is judged after the failures it waited for, so its
+        tasks end as skipped, not failed.
+        """
+        if not lost:
+            return
+        waited = [
+            (i, status, started)
+            for i, status, started in lost
+            if not started and blocking_deps_of(self.graph, i, self.state)
+        ]
+        first = [item for item in lost if item not in waited]
+        self._fail_lost(first)
+        self._fail_lost([item for item in waited if item[0] not in self.closed])
+
+    def _fail_lost(self, lost: list[tuple[int, AllocationStatus, bool]]) -> None:
+        if not lost:
+            return
+        records = []
+        new_states: dict[int, str] = {}
+        now = time.time()
+        for i, status, started in lost:
+            job = self.jobs[self.unit_of[i]]
+            k = job.unit.indices.index(i)
+            why = status.reason or status.native_state or status.state.value
+            if started:
+                message = (
+                    f"batch job {self.started_ids.get(i) or job.native_id} ended "
+                    f"({status.state.value}: {why}) before the task finished; its "
+                    f"output is in {self.paths.jobs_dir} (job {job.unit.number})"
+                )
+            else:
+                message = (
+                    f"batch job {job.native_id} ended ({status.state.value}: {why}) "
+                    "before the task started"
+                )
+            # Cancelled outside hpcflow (scancel, an operator) counts as a failure: the
+            # task did not run to the end, and what depends on it cannot run.
+            state = st.FAILED
+            new_states[i] = state
+            if started:
+                records.append(
+                    st.AttemptRecord(
+                        i,
+                        job.first_attempts[k],
+                        "failed",
+                        status.exit_code,
+                        None,
+                        now,
+                        None,
+                        None,
+                        message,
+                    )  # fmt: skip
+                )
+            else:
+                self.db.set_states([(i, state)], message=message)
+            log.warning("%s: %s", self.graph.instances[i].id, message)
+        with_attempts = {r.task_idx: new_states[r.task_idx] for r in records}
+        if records:
+            self.db.record_attempts(records, with_attempts)
+        self._ended(new_states)
+
+    # -- stopping -----------------------------------------------------------------------
+
+    def cancel_all(self, reason: str) -> None:
+        """Cancel every live job (one call), e.g. on Ctrl-C."""
+        live = [job for job in self._live_jobs() if job.native_id]
+        if not live:
+            return
+        ids = [job.native_id for job in live if job.native_id]
+        log.warning("cancelling jobs %s", ", ".join(ids))
+        try:
+            self.backend.cancel(ids)
+        finally:
+            for job in live:
+                job.done = True
+                assert job.native_id is not None  # noqa: S101 - live jobs have ids
+                self.db.update_allocation(
+                    job.native_id, AllocationState.CANCELLED.value, None, reason[:500]
+                )
+
+
+def job_request(
+    graph: TaskGraph,
+    unit: JobUnit,
+    profile: Profile,
+    paths: RunPaths,
+    run_id: str,
+    depends: list[str],
+) -> AllocationRequest:
+    """The batch job of ``unit``: its task's resources, an array when it has several
+    instances, ``afterok`` on ``depends``; it runs :mod:`hpcflow.runtime.jobtask`."""
+    template = graph.templates[unit.spec_index]
+    res = template.resources
+    mpi = res.ranks > 1
+    number = unit.number
+    command = [
+        profile.python or sys.executable,
+        "-m",
+        "hpcflow.runtime.jobtask",
+        str(paths.run_dir),
+        str(number),
+    ]
+    return AllocationRequest(
+        run_id=run_id,
+        job_name=f"hpcflow-{run_id}-{template.spec.name}",
+        run_dir=paths.run_dir,
+        stdout=paths.job_stdout(number),
+        stderr=paths.job_stderr(number),
+        command=command,
+        nodes=res.nodes or 1,
+        # An MPI task: one batch task per rank, its cpus shared out over them.
+        ntasks=res.ranks if mpi else 1,
+        cpus_per_task=max(1, -(-res.cpus // res.ranks)) if mpi else res.cpus,
+        gpus_per_node=res.gpus,
+        memory_per_node=res.memory,
+        walltime=job_walltime(template, profile),
+        partition=profile.partition,
+        account=profile.account,
+        qos=profile.qos,
+        constraint=profile.constraint,
+        overcommit=False,
+        extra_directives=tuple(profile.extra_directives),
+        setup_lines=tuple(
+            [f"module load {module}" for module in profile.modules] + list(profile.setup)
+        ),
+        env={**profile.env, "HPCFLOW_RUN_ID": run_id, "HPCFLOW_JOB": str(number)},
+        workdir=graph.loaded.base_dir,
+        task_name=template.spec.name,
+        array_size=unit.size if unit.size > 1 else 0,
+        array_parallelism=profile.array_parallelism,
+        depends_on=tuple(depends),
+    )
+
+
+def render_all(
+    graph: TaskGraph, profile: Profile, backend: Backend, paths: RunPaths, run_id: str
+) -> list[tuple[JobUnit, str]]:
+    """Every job a fresh run of ``graph`` would submit, with its script (``hpcflow
+    render``). Dependencies name the upstream jobs as ``JOB<N>`` until they have ids."""
+    units = plan_units(
+        graph,
+        graph.order,
+        min(profile.max_array_size, profile.max_queued_jobs or profile.max_array_size),
+    )
+    unit_of = {i: u.number for u in units for i in u.indices}
+    out = []
+    for unit in units:
+        depends: list[str] = []
+        if profile.dependencies == "scheduler":
+            upstream = {unit_of[d] for i in unit.indices for d in graph.instances[i].deps}
+            depends = [f"JOB{n}" for n in sorted(upstream)]
+        request = job_request(graph, unit, profile, paths, run_id, depends)
+        out.append((unit, backend.render(request)))
+    return out
+
+
+def job_walltime(template: TaskTemplate, profile: Profile) -> float | None:
+    """A job's time limit: the task's own bound (``resources.walltime``, else its
+    ``timeout``) for every attempt it may make, plus a minute; else the profile's."""
+    per_attempt = template.resources.walltime or template.timeout
+    if per_attempt is None:
+        return profile.walltime
+    retries = template.retries
+    waits = sum(retries.delay(n) for n in range(1, retries.attempts + 1))
+    return per_attempt * (1 + retries.attempts) + waits + 60.0
+
+
+def _read_json(path: Path) -> dict | None:  # type: ignore[type-arg]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    return data if isinstance(data, dict) else None

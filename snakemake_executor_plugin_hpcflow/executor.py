@@ -1,0 +1,232 @@
+"""The Snakemake executor: Snakemake jobs in, hpcflow task calls out, futures polled in memory.
+
+``run_job`` translates the job (:func:`translate.task_for_job`), wraps Snakemake's own job
+command (``format_job_exec``) into a :class:`~hpcflow.runtime.calls.TaskCall` and hands it
+to the session's Dask cluster; ``check_active_jobs`` reads the futures (no batch-system
+query per job, ever); ``cancel_jobs`` cancels them and kills their processes; ``shutdown``
+releases the cluster (and, in pilot mode, the allocation).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import AsyncGenerator
+from pathlib import Path
+from typing import Any
+
+from snakemake_interface_common.exceptions import WorkflowError
+from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
+from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+
+from hpcflow.backends.local.backend import LocalCapacity
+from hpcflow.errors import HpcflowError
+from hpcflow.runtime.calls import Outcome
+from snakemake_executor_plugin_hpcflow.session import LocalSession, PilotSession, Session
+from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
+from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
+
+log = logging.getLogger(__name__)
+
+
+def job_request(job: JobExecutorInterface) -> JobRequest:
+    """Read the translation's input from a live Snakemake job."""
+    is_group = job.is_group()
+    # Wildcards are not part of the executor interface; Snakemake's Job has them as
+    # ``wildcards_dict``. Without them the task id falls back to the job id.
+    wildcards = {} if is_group else dict(getattr(job, "wildcards_dict", None) or {})
+    resources = job.resources
+    items = resources.items() if hasattr(resources, "items") else []
+    return JobRequest(
+        name=str(job.name),
+        jobid=job.jobid,
+        wildcards=tuple((str(k), str(v)) for k, v in wildcards.items()),
+        threads=int(job.threads),
+        resources={str(k): v for k, v in items},
+        attempt=int(job.attempt),
+        is_group=is_group,
+    )
+
+
+def failure_message(
+    task: TaskRequest, stdout: str, stderr: str, outcome: Outcome | None, more: str = ""
+) -> str:
+    """What Snakemake prints for a failed job: what happened and where its logs are
+    (``more``: where else to look, e.g. the allocation's logs)."""
+    if outcome is None:
+        what = "was lost (its Dask worker died or the cluster went away)"
+    elif outcome.state == "cancelled":
+        what = "was cancelled"
+    else:
+        what = f"failed: {outcome.message or f'exit code {outcome.exit_code}'}"
+        if outcome.host:
+            what += f" on {outcome.host}"
+    return (
+        f"hpcflow task {task.task_id} (attempt {task.attempt}) {what}. "
+        f"Its output is in {stdout} and {stderr} (each written only if not empty). "
+        + (more if outcome is None else "")
+    )
+
+
+class Executor(RemoteExecutor):
+    """Runs every Snakemake job of one Snakemake run on one hpcflow-owned Dask cluster."""
+
+    def __post_init__(self) -> None:
+        settings = self.workflow.executor_settings
+        self.settings: ExecutorSettings = (
+            settings if isinstance(settings, ExecutorSettings) else ExecutorSettings()
+        )
+        if self.settings.mode == "elastic":
+            raise WorkflowError(
+                str(
+                    HpcflowError(
+                        "--hpcflow-mode elastic is not available yet",
+                        hint="use --hpcflow-mode local (the default) or pilot",
+                    )
+                )
+            )
+        self.session: Session | None = None
+        self._noted: set[tuple[str, str]] = set()
+        # The futures live in this process: checking them is free, so check often.
+        self.next_seconds_between_status_checks = self.settings.poll_interval
+
+    # -- the session ------------------------------------------------------------------------
+
+    def _session(self) -> Session:
+        """The session, started on the first job (a dry run or an empty run starts none)."""
+        if self.session is None:
+            try:
+                session = make_session(self.settings, Path(os.getcwd()), self.workflow)
+                self.session = session
+                session.start()
+            except HpcflowError as exc:
+                raise WorkflowError(str(exc)) from None
+            self.logger.info(
+                f"hpcflow run {session.run_id} ({self.settings.mode} mode): job logs in "
+                f"{session.paths.tasks_dir if session.paths else '?'}"
+            )
+        return self.session
+
+    # -- the executor interface -------------------------------------------------------------
+
+    def run_job(self, job: JobExecutorInterface) -> None:
+        """Translate ``job``, send its command to the cluster, and register the submission."""
+        session = self._session()
+        try:
+            task = task_for_job(
+                job_request(job),
+                mpi_as_step=session.mpi_as_step,
+                group_cpus_cap=session.max_cpus(),
+            )
+            session.check_fits(task)
+        except HpcflowError as exc:
+            raise WorkflowError(str(exc)) from None
+        self._note_placement(session, task)
+        call = session.call_for(task, self.format_job_exec(job))
+        future = session.submit(task, call)
+        self.report_job_submission(
+            SubmittedJobInfo(
+                job=job,
+                external_jobid=str(future.key),
+                aux={"future": future, "task": task, "stdout": call.stdout, "stderr": call.stderr},
+            )
+        )
+
+    def _note_placement(self, session: Session, task: TaskRequest) -> None:
+        """Say once per value when a job asks for a partition or account other than the
+        allocation's: every job runs in the one allocation, shaped by the profile/flags."""
+        if not isinstance(session, PilotSession):
+            return
+        for what, wanted, actual in (
+            ("partition", task.partition, session.profile.partition),
+            ("account", task.account, session.profile.account),
+        ):
+            if wanted is None or wanted == actual or (what, wanted) in self._noted:
+                continue
+            self._noted.add((what, wanted))
+            self.logger.warning(
+                f"{task.task_id} asks for slurm_{what} {wanted!r}; it runs in the hpcflow "
+                f"allocation ({what} {actual or 'default'}). Use --hpcflow-{what} to choose "
+                "the allocation's."
+            )
+
+    async def check_active_jobs(
+        self, active_jobs: list[SubmittedJobInfo]
+    ) -> AsyncGenerator[SubmittedJobInfo, None]:
+        """Report finished jobs to Snakemake; yield those still running."""
+        for job_info in active_jobs:
+            aux: dict[str, Any] = job_info.aux or {}
+            future = aux["future"]
+            if not future.done():
+                yield job_info
+                continue
+            outcome = _outcome(future)
+            if outcome is not None and outcome.state == "succeeded":
+                self.report_job_success(job_info)
+                continue
+            self.report_job_error(
+                job_info,
+                msg=failure_message(
+                    aux["task"],
+                    aux["stdout"],
+                    aux["stderr"],
+                    outcome,
+                    self.session.where_to_look() if self.session else "",
+                ),
+            )
+
+    def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]) -> None:
+        """Cancel the jobs' futures and kill their processes (Ctrl-C, or a failed run)."""
+        if self.session is None:
+            return
+        futures = [info.aux["future"] for info in active_jobs if info.aux]
+        self.session.cancel(futures)
+
+    def shutdown(self) -> None:
+        """Stop the status thread, then release the cluster (also after a failure)."""
+        try:
+            super().shutdown()
+        finally:
+            if self.session is not None:
+                self.session.close()
+
+
+def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:
+    """The session for ``settings.mode``: a local cluster, or one pilot allocation."""
+    snakefile = str(workflow.main_snakefile)
+    if settings.mode == "local":
+        return LocalSession(workdir, snakefile, LocalCapacity.detect(None, None))
+    from hpcflow.backends.registry import get_backend
+    from hpcflow.settings import resolve_profile
+
+    name = settings.profile or os.environ.get("HPCFLOW_PROFILE") or "slurm"
+    overrides = {
+        "nodes": settings.nodes,
+        "walltime": settings.walltime,
+        "transport": settings.transport,
+        "partition": settings.partition,
+        "account": settings.account,
+    }
+    flags = {key: f"--hpcflow-{key}" for key in overrides}
+    profile = resolve_profile(name, overrides=overrides, flags=flags).profile
+    if profile.backend == "local":
+        raise HpcflowError(
+            f"--hpcflow-mode pilot needs a batch profile; {profile.name!r} is local",
+            hint="pass --hpcflow-profile slurm (or pbs, or your site's profile), or use "
+            "--hpcflow-mode local",
+        )
+    backend = get_backend(profile.backend, profile=profile)
+    return PilotSession(workdir, snakefile, profile, backend)
+
+
+def _outcome(future: Any) -> Outcome | None:
+    """The single outcome a finished future carries, or None if the chunk itself was lost."""
+    if future.status != "finished":
+        return None
+    try:
+        outcomes = future.result(timeout=30)
+    except Exception as exc:  # a lost worker, a cancelled future: the job failed
+        log.warning("hpcflow future %s failed: %s", future.key, exc)
+        return None
+    return outcomes[0] if outcomes else None

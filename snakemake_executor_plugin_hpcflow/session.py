@@ -1,0 +1,394 @@
+"""The hpcflow side of one Snakemake run: a run directory and a Dask cluster to send jobs to.
+
+A :class:`Session` owns both for the whole Snakemake run: it is started once (on the first
+job), every job is one :class:`hpcflow.runtime.calls.TaskCall` run by the same worker code
+as hpcflow's own tasks (:func:`hpcflow.runtime.execute.run_chunk`), and it is closed once,
+when Snakemake shuts the executor down, is interrupted, or the interpreter exits.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hpcflow import __version__
+from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
+from hpcflow.backends.poller import Poller
+from hpcflow.errors import AllocationFailed, HpcflowError
+from hpcflow.runtime.calls import TaskCall
+from hpcflow.runtime.execute import kill_running, run_chunk
+from hpcflow.runtime.run import new_run_id
+from hpcflow.store.atomic import write_json_atomic
+from hpcflow.store.paths import RunPaths, StateRoot
+from snakemake_executor_plugin_hpcflow.translate import TaskRequest
+
+if TYPE_CHECKING:
+    from hpcflow.backends.base import Backend
+    from hpcflow.bootstrap.config import PilotConfig
+    from hpcflow.settings.profile import Profile
+
+log = logging.getLogger(__name__)
+
+
+class CapacityError(HpcflowError):
+    """A job asks for more than any worker of the session's cluster offers."""
+
+
+def create_run_dir(workdir: Path, mode: str, snakefile: str) -> tuple[str, RunPaths]:
+    """A fresh run directory under ``WORKDIR/.hpcflow/runs/`` with its ``run.json``."""
+    run_id = new_run_id()
+    paths = RunPaths(StateRoot(workdir / ".hpcflow").runs / run_id)
+    paths.run_dir.mkdir(parents=True, mode=0o700)
+    write_json_atomic(
+        paths.run_info,
+        {
+            "run_id": run_id,
+            "workflow": snakefile,
+            "engine": "snakemake",
+            "mode": mode,
+            "started": time.time(),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "hpcflow": __version__,
+            "base_dir": str(workdir),
+        },
+    )
+    return run_id, paths
+
+
+class Session:
+    """A run directory plus a connected Dask client; subclasses say where the workers are."""
+
+    #: True where an MPI job's launcher starts its ranks as a separate step (allocations).
+    mpi_as_step = False
+
+    def __init__(self, workdir: Path, snakefile: str) -> None:
+        self.workdir = workdir
+        self.snakefile = snakefile
+        self.run_id = ""
+        self.paths: RunPaths | None = None
+        self.client: Any = None
+        self._closed = False
+        self._lock = threading.Lock()
+        self._counter = 0
+
+    # -- the life cycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Create the run directory and connect to (or start) the cluster."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release everything the session holds; safe to call more than once."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        atexit.unregister(self.close)
+        self._release()
+
+    def _release(self) -> None:
+        raise NotImplementedError
+
+    def where_to_look(self) -> str:
+        """Extra logs worth reading when a job was lost (its worker or cluster went away)."""
+        return ""
+
+    # -- capacity ---------------------------------------------------------------------------
+
+    def max_cpus(self) -> int:
+        """The most CPU slots one job can hold on one worker."""
+        raise NotImplementedError
+
+    def gpus(self) -> int:
+        """GPUs one worker offers."""
+        return 0
+
+    def check_fits(self, task: TaskRequest) -> None:
+        """Refuse a job no worker could ever run (Dask would keep it waiting forever)."""
+        cpus = int(task.dask_resources.get("cpus", 1))
+        if cpus > self.max_cpus():
+            raise CapacityError(
+                f"{task.task_id} asks for {cpus} cpus but a worker of this hpcflow cluster "
+                f"has {self.max_cpus()}",
+                hint="lower the rule's threads (or --set-threads), or use --hpcflow-mode "
+                "pilot with a profile whose workers are bigger",
+            )
+        gpus = int(task.dask_resources.get("GPU", 0))
+        if gpus > self.gpus():
+            raise CapacityError(
+                f"{task.task_id} asks for {gpus} GPUs but a worker of this hpcflow cluster "
+                f"has {self.gpus()}",
+                hint="use --hpcflow-mode pilot with a GPU profile, e.g. --hpcflow-profile "
+                "slurm-gpu",
+            )
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def call_for(self, task: TaskRequest, command: str) -> TaskCall:
+        """The call that runs ``command`` for ``task``, its logs in ``RUN_DIR/tasks/SLUG/``."""
+        if self.paths is None:
+            raise RuntimeError("the session has not been started")
+        with self._lock:
+            self._counter += 1
+            index = self._counter
+        stdout, stderr, result = self.paths.attempt_files(task.slug, task.attempt)
+        return TaskCall(
+            index=index,
+            attempt=task.attempt,
+            kind="shell",
+            command=command,
+            argv=None,
+            python=None,
+            kwargs=None,
+            workdir=str(self.workdir),
+            env=None,
+            timeout=task.timeout,
+            # Snakemake checks inputs and outputs itself (and keeps its own incomplete
+            # markers); hpcflow must not move a failed job's outputs out of its way.
+            inputs=(),
+            outputs=(),
+            stdout=stdout,
+            stderr=stderr,
+            result=result,
+            quarantine_dir=self.paths.quarantine(task.slug, task.attempt),
+        )
+
+    def submit(self, task: TaskRequest, call: TaskCall) -> Any:
+        """Send one call to the cluster; the Dask future resolves to ``[Outcome]``."""
+        if self.client is None:
+            raise RuntimeError("the session has not been started")
+        return self.client.submit(
+            run_chunk,
+            [call],
+            key=f"snakemake-{task.slug}-{task.attempt}-{call.index}",
+            resources=task.dask_resources,
+            pure=False,
+        )
+
+    def cancel(self, futures: list[Any]) -> None:
+        """Cancel ``futures`` and kill every task process the workers are running."""
+        if self.client is None:
+            return
+        try:
+            self.client.cancel(futures, force=True)
+            self.client.run(kill_running, wait=True)
+        except Exception as exc:  # workers may already be gone; closing follows anyway
+            log.debug("cancelling on the workers failed: %s", exc)
+
+
+class LocalSession(Session):
+    """An hpcflow-owned ``LocalCluster`` on this machine (hpcflow's embedded default)."""
+
+    def __init__(self, workdir: Path, snakefile: str, capacity: LocalCapacity) -> None:
+        super().__init__(workdir, snakefile)
+        self.capacity = capacity
+        self._cluster: LocalCluster | None = None
+
+    def start(self) -> None:
+        self.run_id, self.paths = create_run_dir(self.workdir, "local", self.snakefile)
+        atexit.register(self.close)
+        cluster = LocalCluster(self.capacity, str(self.workdir))
+        cluster.__enter__()
+        self._cluster = cluster
+        self.client = cluster.client
+        log.info(
+            "hpcflow run %s: local Dask cluster with %d slots; logs in %s",
+            self.run_id,
+            self.capacity.slots,
+            self.paths.tasks_dir,
+        )
+
+    def _release(self) -> None:
+        if self._cluster is not None:
+            self._cluster.__exit__(None, None, None)
+            self._cluster = None
+            self.client = None
+
+    def max_cpus(self) -> int:
+        return self.capacity.max_cpus_per_task
+
+    def gpus(self) -> int:
+        return self.capacity.gpus
+
+
+class PilotSession(Session):
+    """ONE allocation for the whole Snakemake run: hpcflow's pilot allocation (scheduler on
+    rank 0, workers on ranks 2..), with this process as its Dask client instead of
+    hpcflow's driver (``PilotConfig.external_client``: rank 1 only waits)."""
+
+    mpi_as_step = True
+
+    def __init__(
+        self,
+        workdir: Path,
+        snakefile: str,
+        profile: Profile,
+        backend: Backend,
+        *,
+        scheduler_timeout: float | None = None,
+    ) -> None:
+        super().__init__(workdir, snakefile)
+        self.profile = profile
+        self.backend = backend
+        #: Seconds to wait for the allocation's scheduler (None: as long as it is queued).
+        self.scheduler_timeout = scheduler_timeout
+        self.native_id: str | None = None
+        self._config: PilotConfig | None = None
+
+    def start(self) -> None:
+        from hpcflow.bootstrap.preflight import check_transport
+        from hpcflow.runtime.pilot import plan_pilot, submit_allocation
+        from hpcflow.store.statedb import StateDB
+        from hpcflow.transport.certificates import create_credentials
+        from hpcflow.transport.security import check_choice, security_for
+
+        profile = self.profile
+        check_choice(
+            profile.transport, require_encryption=profile.require_encryption, shared_machine=True
+        )
+        check_transport(profile.transport, profile.python)
+        self.run_id, self.paths = create_run_dir(self.workdir, "pilot", self.snakefile)
+        atexit.register(self.close)
+        plan = plan_pilot(profile, self.paths, self.run_id, self.workdir)
+        config = replace(plan.config, external_client=True)
+        plan = replace(plan, config=config)
+        self._config = config
+        if config.transport == "tls":
+            create_credentials(self.paths.run_dir, self.run_id)
+        config.write(self.paths.pilot_config)
+        db = StateDB(self.paths.state_db)
+        try:
+            self.native_id = submit_allocation(
+                self.backend, plan, self.paths, db, 1, retries=profile.submit_retries
+            )
+        finally:
+            db.close()
+        log.info(
+            "hpcflow run %s: allocation %s submitted (%d workers × %d threads)",
+            self.run_id,
+            self.native_id,
+            config.workers_expected,
+            config.threads_per_worker,
+        )
+        address = self._wait_for_scheduler()
+        from distributed import Client
+
+        self.client = Client(
+            address,
+            timeout=120,
+            set_as_default=False,
+            security=security_for(self.paths.run_dir, config.transport),
+        )
+        log.info("hpcflow run %s: connected to the scheduler at %s", self.run_id, address)
+
+    def _wait_for_scheduler(self) -> str:
+        """The scheduler's address once rank 0 has published it; the allocation's state
+        is asked with ONE backing-off poller meanwhile (it may fail or stay queued)."""
+        if self.paths is None or self.native_id is None:
+            raise RuntimeError("the allocation has not been submitted")
+        poller = Poller(
+            self.backend,
+            interval=self.profile.poll_interval,
+            initial_delay=min(1.0, self.profile.poll_interval),
+            max_interval=max(self.profile.max_poll_interval, self.profile.poll_interval),
+            max_failures=1_000_000,
+        )
+        poller.track([self.native_id])
+        address_file = self.paths.run_dir / "scheduler.json"
+        started = time.monotonic()
+        while True:
+            address = _published_address(address_file, self.native_id)
+            if address is not None:
+                return address
+            poller.poll_once()
+            status = poller.latest.get(self.native_id)
+            if status is not None and status.state.final:
+                raise AllocationFailed(
+                    self.native_id,
+                    status.native_state,
+                    status.reason or "it ended before its Dask scheduler started",
+                    [
+                        str(self.paths.allocation_stdout(1)),
+                        str(self.paths.allocation_stderr(1)),
+                    ],
+                )
+            if (
+                self.scheduler_timeout is not None
+                and time.monotonic() - started > self.scheduler_timeout
+            ):
+                raise AllocationFailed(
+                    self.native_id,
+                    status.native_state if status else "UNKNOWN",
+                    f"no Dask scheduler within {self.scheduler_timeout:.0f}s",
+                    [str(self.paths.allocation_stderr(1))],
+                )
+            time.sleep(0.2)
+
+    def _release(self) -> None:
+        """Shut the allocation's Dask cluster down (the allocation then ends by itself);
+        cancel the allocation if it is still there after a grace period."""
+        shut_down = self.client is not None
+        if self.client is not None:
+            try:
+                self.client.shutdown()
+            except Exception as exc:  # the scheduler may be gone already
+                log.debug("shutdown: %s", exc)
+            try:
+                self.client.close()
+            except Exception as exc:
+                log.debug("close: %s", exc)
+            self.client = None
+        if self.native_id is None:
+            return
+        # After a shutdown the allocation ends by itself within seconds; one still queued
+        # (Ctrl-C while waiting for it) is cancelled at once.
+        deadline = time.monotonic() + (20.0 if shut_down else 0.0)
+        while time.monotonic() < deadline:
+            try:
+                status = self.backend.poll([self.native_id]).get(self.native_id)
+            except HpcflowError as exc:
+                log.debug("poll after shutdown: %s", exc)
+                break
+            if status is None or status.state.final:
+                return
+            time.sleep(0.5)
+        log.info("cancelling allocation %s", self.native_id)
+        try:
+            self.backend.cancel([self.native_id])
+        except HpcflowError as exc:
+            log.warning("could not cancel allocation %s: %s", self.native_id, exc)
+
+    def where_to_look(self) -> str:
+        if self.paths is None or self.native_id is None:
+            return ""
+        return (
+            f"Allocation {self.native_id}'s logs: {self.paths.allocation_stdout(1)} and "
+            f"{self.paths.allocation_stderr(1)}. "
+        )
+
+    def max_cpus(self) -> int:
+        return self._config.threads_per_worker if self._config else 1
+
+    def gpus(self) -> int:
+        return self._config.gpus_per_worker if self._config else 0
+
+
+def _published_address(path: Path, native_id: str) -> str | None:
+    """The address rank 0 wrote to ``scheduler.json`` for this allocation, if any yet."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if str(data.get("allocation")) != str(native_id):
+        return None
+    address = data.get("address")
+    return str(address) if address else None

@@ -1,0 +1,94 @@
+"""The plugin's settings: each field becomes a ``--hpcflow-<field>`` flag of ``snakemake``.
+
+Snakemake builds the flags from this dataclass (field name, ``_`` → ``-``); every field
+needs a ``help`` text and a default, and its type must be plain or ``Optional[...]``.
+"""
+
+from dataclasses import dataclass, field
+
+# The interface parses Optional[...] but not `X | None`: keep the old spelling.
+from typing import Optional
+
+from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
+
+MODES = ("local", "pilot", "elastic")
+TRANSPORTS = ("tcp", "tls", "ucx")
+
+
+@dataclass
+class ExecutorSettings(ExecutorSettingsBase):
+    """How ``snakemake --executor hpcflow`` runs its jobs."""
+
+    mode: str = field(
+        default="local",
+        metadata={
+            "help": "where jobs run: 'local' (an hpcflow-owned Dask cluster on this machine), "
+            "'pilot' (ONE batch allocation for the whole Snakemake run, started by the plugin "
+            "and reused by every job) or 'elastic' (not available yet)",
+            "choices": list(MODES),
+            "env_var": False,
+            "required": False,
+        },
+    )
+    profile: Optional[str] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "hpcflow profile (name or path, see `hpcflow profiles`) that shapes the "
+            "allocation in pilot mode; default $HPCFLOW_PROFILE, else 'slurm'",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    nodes: Optional[int] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "pilot mode: nodes of the allocation (overrides the profile)",
+            "type": int,
+            "env_var": False,
+            "required": False,
+        },
+    )
+    walltime: Optional[str] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "pilot mode: walltime of the allocation, e.g. '2h' or '02:00:00' "
+            "(overrides the profile)",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    transport: Optional[str] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "pilot mode: how the plugin and the Dask processes talk: 'tls' (per-run "
+            "certificates; the default on shared machines), 'tcp' or 'ucx'",
+            "choices": list(TRANSPORTS),
+            "env_var": False,
+            "required": False,
+        },
+    )
+    partition: Optional[str] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "pilot mode: partition (SLURM) or queue (PBS) of the allocation",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    account: Optional[str] = field(  # noqa: UP045
+        default=None,
+        metadata={
+            "help": "pilot mode: account charged for the allocation",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    poll_interval: float = field(
+        default=0.5,
+        metadata={
+            "help": "seconds between checks of the running jobs; a check reads hpcflow's "
+            "in-memory Dask futures and never queries the batch system",
+            "env_var": False,
+            "required": False,
+        },
+    )

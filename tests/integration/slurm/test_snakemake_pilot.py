@@ -1,0 +1,137 @@
+"""``snakemake --executor hpcflow --hpcflow-mode pilot`` on the real local test SLURM.
+
+The whole Snakemake run uses ONE allocation: the test counts ``sbatch`` calls through a
+wrapper on PATH that logs each call and then runs the real ``sbatch``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import processes_with
+from tests.snakemake.helpers import (
+    SNAKEMAKE,
+    clean_env,
+    fanout_snakefile,
+    run_dirs,
+    run_snakemake,
+    sum_of_squares,
+    write_snakefile,
+)
+
+pytest.importorskip("snakemake")
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+#: How an allocation the plugin released may end (see the fan-out test).
+ENDED = ("COMPLETED", "CANCELLED", "FAILED")
+
+COUNTED = ("sbatch", "squeue", "sacct", "scontrol", "scancel")
+
+
+def counting_wrappers(directory: Path, path: str) -> Path:
+    """``directory/bin/PROGRAM`` for each batch command: log the call, run the real one."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True)
+    log = directory / "calls.log"
+    for program in COUNTED:
+        real = shutil.which(program, path=path)
+        if real is None:
+            continue
+        wrapper = bin_dir / program
+        wrapper.write_text(f'#!/bin/sh\necho "{program}" >> "{log}"\nexec "{real}" "$@"\n')
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR)
+    return log
+
+
+def test_fanout_of_200_jobs_uses_exactly_one_sbatch(tmp_path: Path, env, slurm_cluster):
+    n = 200
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, fanout_snakefile(n))
+    env = {**clean_env(env), **slurm_cluster.extra_env}
+    calls_log = counting_wrappers(tmp_path, env["PATH"])
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    result = run_snakemake(
+        "--executor", "hpcflow", "--jobs", "100", "--group-components", "fan=100",
+        "--hpcflow-mode", "pilot", "--hpcflow-profile", "slurm-test", "--hpcflow-nodes", "2",
+        "--hpcflow-walltime", "10m", "--set-resources", "chunk:slurm_partition=gpu",
+        cwd=workdir, env=env, timeout=240,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    logs = "\n".join(p.read_text() for p in sorted((run_dir / "allocations").glob("*.err")))
+    assert result.returncode == 0, result.output[-4000:] + logs
+    assert (workdir / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
+    # A job's own partition cannot move it out of the one allocation: said once.
+    assert result.output.count("asks for slurm_partition 'gpu'") == 1, result.output[-3000:]
+    calls = calls_log.read_text().split()
+    assert calls.count("sbatch") == 1, calls
+    # The allocation ended by itself once the plugin shut its Dask cluster down. (Usually
+    # COMPLETED; FAILED when PMIx aborts the step because ranks exit without MPI_Finalize at
+    # slightly different times: the work is done either way.)
+    native_id = json.loads((run_dir / "scheduler.json").read_text())["allocation"]
+    assert slurm_cluster.wait_for_job(native_id, timeout=30) in ENDED
+    assert "an external client drives this run" in logs
+    assert json.loads((run_dir / "scheduler.json").read_text())["address"].startswith("tls://")
+    # Job logs sit in the run directory, as for local runs.
+    assert any(p.name.startswith("group_fan") for p in (run_dir / "tasks").iterdir())
+
+
+def test_ctrl_c_releases_the_allocation(tmp_path: Path, env, slurm_cluster):
+    marker = f"118.{os.getpid() % 10000:04d}{int(time.time()) % 1000:03d}"
+    workdir = tmp_path / "wf"
+    write_snakefile(
+        workdir,
+        'rule all:\n    input: "slow.txt"\n'
+        'rule slow:\n    output: "slow.txt"\n'
+        f'    shell: "sleep {marker}; touch {{output}}"\n',
+    )
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "1", "--hpcflow-mode", "pilot",
+         "--hpcflow-profile", "slurm-test", "--hpcflow-walltime", "10m"],
+        cwd=workdir, env={**clean_env(env), **slurm_cluster.extra_env},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not processes_with(marker):
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.3)
+        assert processes_with(marker), "the job never started in the allocation"
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0, output
+    (run_dir,) = run_dirs(workdir)
+    native_id = json.loads((run_dir / "scheduler.json").read_text())["allocation"]
+    assert slurm_cluster.wait_for_job(native_id, timeout=30) in ENDED
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and processes_with(marker):
+        time.sleep(0.2)
+    assert not processes_with(marker), "the job's process outlived Ctrl-C"
+    assert not (workdir / "slow.txt").exists()
+
+
+def test_a_rejected_allocation_is_a_clear_error(tmp_path: Path, env, slurm_cluster):
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, fanout_snakefile(3))
+    result = run_snakemake(
+        "--executor", "hpcflow", "--jobs", "5", "--hpcflow-mode", "pilot",
+        "--hpcflow-profile", "slurm-test", "--hpcflow-partition", "no-such-partition",
+        cwd=workdir, env={**clean_env(env), **slurm_cluster.extra_env}, timeout=120,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "sbatch rejected the allocation" in result.output
+    assert "no-such-partition" in result.output
+    assert "hint:" in result.output
+    assert not (workdir / "results" / "total.txt").exists()

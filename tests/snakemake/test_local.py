@@ -1,0 +1,134 @@
+"""``snakemake --executor hpcflow`` on the local hpcflow cluster, as real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.snakemake.helpers import (
+    SNAKEMAKE,
+    fanout_snakefile,
+    run_dirs,
+    sum_of_squares,
+    write_snakefile,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def test_fanout_of_200_jobs_and_a_reduce(tmp_path: Path, snakemake):
+    n = 200
+    write_snakefile(tmp_path, fanout_snakefile(n))
+    started = time.monotonic()
+    result = snakemake(
+        "--executor", "hpcflow", "--jobs", "50", "--group-components", "fan=100",
+        cwd=tmp_path,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 0, result.output[-4000:]
+    assert (tmp_path / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
+    assert (tmp_path / "results" / "chunk_b.txt").read_text() == "chunk b\n"
+    assert f"{n + 4} of {n + 4} steps (100%) done" in result.output
+    (run_dir,) = run_dirs(tmp_path)
+    task_dirs = {p.name for p in (run_dir / "tasks").iterdir()}
+    # Two groups of 100 square jobs, two chunk jobs and the reduce: five hpcflow tasks.
+    assert sum(name.startswith("group_fan") for name in task_dirs) == 2
+    assert {name.split("-")[0] for name in task_dirs} >= {"chunk.c=a", "chunk.c=b"}
+    assert any(name.startswith("total") for name in task_dirs)
+    assert elapsed < 150
+
+
+def test_a_failed_job_names_its_log_files_in_the_run_directory(tmp_path: Path, snakemake):
+    write_snakefile(
+        tmp_path,
+        'rule all:\n    input: "out/bad.txt"\n'
+        'rule bad:\n    output: "out/{name}.txt"\n'
+        '    shell: "echo about to fail >&2; exit 3"\n',
+    )
+    result = snakemake("--executor", "hpcflow", "--jobs", "2", cwd=tmp_path)
+    assert result.returncode != 0
+    (run_dir,) = run_dirs(tmp_path)
+    (task_dir,) = (run_dir / "tasks").iterdir()
+    assert task_dir.name.startswith("bad.name=bad-")
+    stderr_log = task_dir / "1.err"
+    assert str(stderr_log) in result.output
+    assert "exit code 3" in result.output or "exited with" in result.output
+    assert "about to fail" in stderr_log.read_text()
+
+
+def test_a_job_larger_than_any_worker_is_refused_with_a_hint(tmp_path: Path, snakemake):
+    write_snakefile(
+        tmp_path,
+        'rule all:\n    input: "big.txt"\n'
+        'rule big:\n    output: "big.txt"\n    threads: 4096\n    shell: "touch {output}"\n',
+    )
+    result = snakemake("--executor", "hpcflow", "--jobs", "1", cwd=tmp_path)
+    assert result.returncode != 0
+    assert "asks for 4096 cpus" in result.output
+    assert "hint:" in result.output
+    assert not (tmp_path / "big.txt").exists()
+
+
+def test_ctrl_c_cancels_running_jobs_and_closes_the_cluster(tmp_path: Path, snakemake_env):
+    # A unique sleep duration identifies the job's own process.
+    marker = f"119.{os.getpid() % 10000:04d}{int(time.time()) % 1000:03d}"
+    write_snakefile(
+        tmp_path,
+        'rule all:\n    input: "slow.txt"\n'
+        'rule slow:\n    output: "slow.txt"\n'
+        f'    shell: "sleep {marker}; touch {{output}}"\n',
+    )
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "1"],
+        cwd=tmp_path, env=snakemake_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and not _sleepers(marker):
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.3)
+        assert _sleepers(marker), "the job never started"
+        tree = [proc.pid, *(p.pid for p in psutil.Process(proc.pid).children(recursive=True))]
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and (_sleepers(marker) or _alive(tree)):
+        time.sleep(0.2)
+    assert not _sleepers(marker), "the job's process outlived Ctrl-C"
+    assert not _alive(tree), "Dask processes outlived Ctrl-C"
+    assert proc.returncode != 0
+    assert not (tmp_path / "slow.txt").exists()
+
+
+def _sleepers(marker: str) -> list[psutil.Process]:
+    from tests.conftest import processes_with
+
+    found = []
+    for proc in processes_with(marker):
+        try:
+            if proc.cmdline()[:1] == ["sleep"] and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _alive(pids: list[int]) -> list[int]:
+    alive = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.NoSuchProcess:
+            continue
+    return alive

@@ -1,0 +1,91 @@
+"""Snakemake finds the plugin by its package name, and its settings become --hpcflow-* flags."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("snakemake_interface_executor_plugins")
+
+from snakemake_interface_common.plugin_registry.tests import TestRegistryBase  # noqa: E402
+from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry  # noqa: E402
+
+from snakemake_executor_plugin_hpcflow import Executor, ExecutorSettings  # noqa: E402
+
+
+def test_the_registry_lists_hpcflow():
+    registry = ExecutorPluginRegistry()
+    assert "hpcflow" in registry.plugins
+    plugin = registry.get_plugin("hpcflow")
+    assert plugin.executor is Executor
+    assert plugin.common_settings.non_local_exec
+
+
+class TestHpcflowRegistry(TestRegistryBase):
+    """The interface package's own registry checks, run against this plugin."""
+
+    __test__ = True
+
+    def get_registry(self):
+        return ExecutorPluginRegistry()
+
+    def get_test_plugin_name(self):
+        return "hpcflow"
+
+    def validate_plugin(self, plugin):
+        assert plugin.executor is Executor
+        assert plugin._executor_settings_cls is ExecutorSettings
+
+    def validate_settings(self, settings, plugin):
+        assert isinstance(settings, ExecutorSettings)
+        assert settings.mode == "pilot"
+        assert settings.profile == "slurm"
+        assert settings.nodes == 2
+        assert settings.walltime == "1h"
+        assert settings.transport == "tls"
+        assert settings.partition == "debug"
+        assert settings.account == "proj1"
+        assert settings.poll_interval == 0.25
+
+    def get_example_args(self):
+        return [
+            "--hpcflow-mode", "pilot",
+            "--hpcflow-profile", "slurm",
+            "--hpcflow-nodes", "2",
+            "--hpcflow-walltime", "1h",
+            "--hpcflow-transport", "tls",
+            "--hpcflow-partition", "debug",
+            "--hpcflow-account", "proj1",
+            "--hpcflow-poll-interval", "0.25",
+        ]  # fmt: skip
+
+
+def test_every_flag_has_help_text():
+    import configargparse
+
+    parser = configargparse.ArgumentParser()
+    ExecutorPluginRegistry().register_cli_args(parser)
+    flags = {
+        action.option_strings[0]: action.help
+        for action in parser._actions
+        if action.option_strings and action.option_strings[0].startswith("--hpcflow-")
+    }
+    assert set(flags) == {
+        "--hpcflow-mode",
+        "--hpcflow-profile",
+        "--hpcflow-nodes",
+        "--hpcflow-walltime",
+        "--hpcflow-transport",
+        "--hpcflow-partition",
+        "--hpcflow-account",
+        "--hpcflow-poll-interval",
+    }
+    assert all(text and len(text) > 20 for text in flags.values())
+
+
+def test_an_unknown_mode_is_refused_by_the_parser():
+    import configargparse
+
+    parser = configargparse.ArgumentParser()
+    ExecutorPluginRegistry().register_cli_args(parser)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--hpcflow-mode", "cloud"])

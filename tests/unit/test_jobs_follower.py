@@ -1,0 +1,113 @@
+"""Jobs mode's submit side without a batch system: how refusals are handled (a queue
+limit with nothing of ours queued, transient errors past the retries, a bad request)
+and what is left in the state database. The real runs are in
+tests/integration/slurm/test_jobs_mode.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from hpcflow.backends.base import AllocationRequest, AllocationStatus
+from hpcflow.errors import RunError, SubmitError
+from hpcflow.runtime.jobs import run_jobs
+from hpcflow.runtime.run import RunOptions, prepare
+from hpcflow.settings.profile import Profile
+from hpcflow.store import statedb as st
+from tests.conftest import write_workflow
+
+WORKFLOW = """
+name: two
+tasks:
+  - name: a
+    foreach: {i: [1, 2, 3]}
+    command: echo {i}
+  - name: b
+    needs: [a]
+    command: "true"
+"""
+
+
+class Refusing:
+    """A backend whose every submission fails with ``error``."""
+
+    name = "slurm"
+
+    def __init__(self, error: SubmitError) -> None:
+        self.error = error
+        self.submitted = 0
+        self.rendered: list[AllocationRequest] = []
+
+    def render(self, request: AllocationRequest) -> str:
+        self.rendered.append(request)
+        return "#!/bin/bash\ntrue\n"
+
+    def submit(self, script: Path, request: AllocationRequest) -> str:
+        self.submitted += 1
+        raise self.error
+
+    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
+        return {}
+
+    def cancel(self, native_ids: Sequence[str]) -> None:
+        pass
+
+
+def _run(tmp_path, monkeypatch, backend, **profile):
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("hpcflow.runtime.jobs.TICK", 0.01)
+    wf = write_workflow(tmp_path, WORKFLOW)
+    options = RunOptions()
+    settings = Profile(name="fake", backend="slurm", submit_rate=1000, **profile)
+    return prepare(wf, options), options, settings, backend
+
+
+def _state_db(tmp_path) -> st.StateDB:
+    (db_path,) = tmp_path.glob(".hpcflow/runs/*/state.sqlite")
+    return st.StateDB(db_path, readonly=True)
+
+
+def test_a_queue_limit_with_nothing_of_ours_queued_fails(tmp_path, monkeypatch):
+    """Waiting only helps while some of our own jobs are queued: with none, the limit
+    cannot be waited out and the run stops with the hint."""
+    limit = SubmitError("sbatch refused the job: QOSMaxSubmitJobPerUserLimit",
+                        transient=False, limit=True, hint="wait")  # fmt: skip
+    backend = Refusing(limit)
+    with pytest.raises(SubmitError, match="QOSMaxSubmitJobPerUserLimit"):
+        run_jobs(*_run(tmp_path, monkeypatch, backend))
+    assert backend.submitted == 1
+    with _state_db(tmp_path) as db:
+        assert db.meta()["status"] == "failed"
+        assert {r.state for r in db.tasks()} == {st.CANCELLED}
+
+
+def test_transient_errors_are_retried_then_fail(tmp_path, monkeypatch):
+    busy = SubmitError("sbatch failed: Socket timed out", transient=True)
+    backend = Refusing(busy)
+    prepared, options, profile, _ = _run(tmp_path, monkeypatch, backend, submit_retries=2)
+    monkeypatch.setattr("hpcflow.runtime.jobs_plan.LimitBackoff.refused", lambda self: 0.0)
+    with pytest.raises(SubmitError, match="Socket timed out"):
+        run_jobs(prepared, options, profile, backend)
+    assert backend.submitted == 3  # the first try and 2 retries
+
+
+def test_the_first_job_is_the_sweep_as_one_array(tmp_path, monkeypatch):
+    bad = SubmitError("sbatch rejected: Invalid partition name specified", transient=False)
+    backend = Refusing(bad)
+    with pytest.raises(SubmitError):
+        run_jobs(*_run(tmp_path, monkeypatch, backend, array_parallelism=2))
+    (request,) = backend.rendered
+    assert request.task_name == "a" and request.array_size == 3
+    assert request.array_parallelism == 2 and request.depends_on == ()
+    assert request.command[-3:] == ["hpcflow.runtime.jobtask", str(request.run_dir), "1"]
+
+
+def test_detach_is_refused_before_anything_is_created(tmp_path, monkeypatch):
+    backend = Refusing(SubmitError("never", transient=False))
+    prepared, options, profile, _ = _run(tmp_path, monkeypatch, backend)
+    with pytest.raises(RunError, match="--detach"):
+        run_jobs(prepared, options, profile, backend, detach=True)
+    assert backend.submitted == 0
+    assert not list(tmp_path.glob(".hpcflow/runs/*"))
