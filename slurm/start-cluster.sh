@@ -4,7 +4,7 @@
 # Usage:
 #   slurm/start-cluster.sh BASE_DIR [--nodes N] [--cpus C] [--gpus G]
 #                          [--port P] [--min-job-age S] [--timeout S]
-#                          [--accounting]
+#                          [--accounting [--enforce-limits]]
 #
 # What it runs (all as root, all private to BASE_DIR, nothing in /etc):
 #   * munged with its own key and socket (BASE_DIR/munge/munge.sock)
@@ -18,6 +18,9 @@
 #     port P+2, so that `sacct` works (finished jobs stay queryable after
 #     they left squeue). Needs `install-deps.sh --accounting`; the start then
 #     takes a few seconds longer (the script waits until sacct answers).
+#   * with --enforce-limits too: AccountingStorageEnforce=associations,limits,qos,
+#     and an account "hpcflow" with the calling user in it, so that QOS limits
+#     (e.g. `sacctmgr -i modify qos normal set MaxSubmitJobsPerUser=2`) apply.
 #
 # Clients talk to it after `source BASE_DIR/env.sh` (exports SLURM_CONF).
 # Stop it with slurm/stop-cluster.sh BASE_DIR.
@@ -54,6 +57,7 @@ PORT=16817
 MIN_JOB_AGE=30
 TIMEOUT=60
 ACCOUNTING=0
+ENFORCE=0
 
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -70,6 +74,7 @@ while [ $# -gt 0 ]; do
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --timeout=*) TIMEOUT="${1#*=}"; shift ;;
         --accounting) ACCOUNTING=1; shift ;;
+        --enforce-limits) ENFORCE=1; shift ;;
         -h|--help) usage ;;
         -*) die "unknown option: $1" ;;
         *) [ -z "$BASE" ] || die "more than one BASE_DIR given"; BASE="$1"; shift ;;
@@ -239,6 +244,9 @@ gres_node=""
         echo "AccountingStoragePort=$DBD_PORT"
         # The slurmdbd connection ignores AuthInfo: name the munge socket here.
         echo "AccountingStoragePass=$MUNGE_SOCK"
+        if [ "$ENFORCE" -eq 1 ]; then
+            echo "AccountingStorageEnforce=associations,limits,qos"
+        fi
     else
         echo "JobAcctGatherType=jobacct_gather/none"
         echo "AccountingStorageType=accounting_storage/none"
@@ -432,6 +440,14 @@ if [ "$ACCOUNTING" -eq 1 ]; then
         sleep 0.1
     done
     acct_note=", accounting via slurmdbd port $DBD_PORT"
+    if [ "$ENFORCE" -eq 1 ]; then
+        # Jobs need an association once associations are enforced.
+        sacctmgr -i add account hpcflow Description=tests Organization=hpcflow >/dev/null \
+            || fail "sacctmgr could not add the account"
+        sacctmgr -i add user "$(id -un)" Account=hpcflow >/dev/null \
+            || fail "sacctmgr could not add user $(id -un)"
+        acct_note="$acct_note, limits enforced"
+    fi
 fi
 t1=$(date +%s.%N)
 

@@ -309,6 +309,7 @@ def start_cluster(
     timeout: float = 30,
     keep: bool | None = None,
     accounting: bool = False,
+    enforce_limits: bool = False,
 ) -> SlurmCluster:
     """Start a private cluster and wait until all its nodes are idle.
 
@@ -318,6 +319,8 @@ def start_cluster(
     ``keep``: keep ``base`` after ``stop()`` (default: ``HPCFLOW_SLURM_KEEP=1``).
     ``accounting``: also run MariaDB + slurmdbd so that ``sacct`` works (ports
     port+2 and port+3 as well; ``timeout`` then covers their start too).
+    ``enforce_limits`` (with ``accounting``): QOS and association limits apply, and
+    the calling user has an association, so ``sacctmgr`` limits can be tested.
 
     Raises ``SlurmUnavailable`` if this machine cannot run it and
     ``SlurmClusterError`` (with the daemon log tail) if the start failed.
@@ -355,6 +358,8 @@ def start_cluster(
         ]  # fmt: skip
         if accounting:
             cmd.append("--accounting")
+            if enforce_limits:
+                cmd.append("--enforce-limits")
         t0 = time.monotonic()
         try:
             proc = subprocess.run(
