@@ -69,3 +69,11 @@ def test_bash_completion(tmp_path):
         ["bash", "-c", f"{script}\ncomplete -p hpcflow"], capture_output=True, text=True
     )
     assert check.returncode == 0 and "hpcflow" in check.stdout, check.stderr
+
+
+def test_zsh_completion_script():
+    script = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "completion", "zsh"],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    assert script.startswith("#compdef hpcflow") and "_HPCFLOW_COMPLETE=zsh_complete" in script
