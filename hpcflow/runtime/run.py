@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import secrets
 import shutil
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,7 +80,8 @@ class PreparedRun:
 def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True) -> PreparedRun:
     """Load, validate, plan and decide what must run; takes the workflow's run lock."""
     loaded = load_workflow(workflow_file)
-    graph = build_graph(loaded)
+    with collector_paused():
+        graph = build_graph(loaded)
     root = StateRoot.beside(workflow_file)
     key = workflow_key(workflow_file)
     lock = RunLock(root.lock_file(key))
@@ -87,11 +90,32 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     try:
         memo = Memo(root.memo_db, key)
         factory = CallFactory(graph)
-        decision = decide(graph, memo.load(), factory, force=options.force, rerun=options.rerun)
+        with collector_paused():
+            decision = decide(graph, memo.load(), factory, force=options.force, rerun=options.rerun)
     except BaseException:
         lock.release()
         raise
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Build the plan without the cyclic garbage collector, then exempt it from collection.
+
+    A plan is millions of small objects that live as long as the run. Left on, the
+    collector re-scans all of them again and again while they are built (a 1M-task
+    plan took 37 s instead of 15 s), and at every full collection afterwards.
+    ``gc.freeze`` moves them to the permanent generation; reference counting still frees
+    whatever is dropped.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def check_capacity(
