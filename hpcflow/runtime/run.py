@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
 import os
 import secrets
 import shutil
 import socket
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -257,10 +259,39 @@ def drive(
         result = driver.run(prepared.decision.run, attempts)
     except KeyboardInterrupt:
         return _finish(db, paths, run_id, RunSummary(run_id, paths, {}, cancelled=True), started)
+    except (OSError, sqlite3.Error) as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        # SQLite commits are atomic: what was recorded before the failure stands, and the
+        # memo holds only finished successes. The cluster is closed by our callers.
+        raise RunError(
+            f"the run stopped: {problem} ({exc}) under {paths.run_dir.parent}",
+            hint="free space (or make the folder writable again), then run the same "
+            "command: the run resumes, and tasks that succeeded are not run again",
+        ) from None
     summary = RunSummary(
         run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
     )
     return _finish(db, paths, run_id, summary, started)
+
+
+def storage_problem(exc: BaseException) -> str | None:
+    """A plain name for a full or unwritable file system behind ``exc`` (else None)."""
+    if isinstance(exc, OSError):
+        names = {
+            errno.ENOSPC: "the disk is full",
+            errno.EDQUOT: "the disk quota is exceeded",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "the run directory is not writable",
+        }
+        return names.get(exc.errno or 0)
+    text = str(exc).lower()
+    if "disk is full" in text or "disk i/o error" in text:
+        return "the disk is full (or failing)"
+    if "readonly" in text or "read-only" in text:
+        return "the run directory is not writable"
+    return None
 
 
 def execute(

@@ -64,7 +64,7 @@ def kill_orphans() -> int:
         except ChildProcessError:
             pass
     if killed:
-        log.warning("killed %d task process(es) left behind by a dead worker", killed)
+        log.warning("killed %d task process(es) that outlived their worker", killed)
     return killed
 
 
