@@ -270,6 +270,34 @@ class SlurmCluster:
                 )
             time.sleep(poll)
 
+    def stop_controller(self) -> None:
+        """Stop slurmctld (SIGTERM, wait until it is gone); the nodes and jobs go on."""
+        pid = int((self.base / "run" / "slurmctld.pid").read_text().strip())
+        os.kill(pid, 15)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        raise SlurmClusterError(f"slurmctld (pid {pid}) did not stop within 30 s")
+
+    def start_controller(self, timeout: float = 30) -> None:
+        """Start slurmctld again (it recovers its jobs from its state files)."""
+        conf = self.base / "etc" / "slurm.conf"
+        with open(self.base / "log" / "daemons.out", "ab") as out:
+            subprocess.run(
+                ["slurmctld", "-f", str(conf)], stdin=subprocess.DEVNULL, stdout=out,
+                stderr=out, env=self.env, check=True, timeout=timeout,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.run(["squeue", "-h"], check=False, timeout=10).returncode == 0:
+                return
+            time.sleep(0.2)
+        raise SlurmClusterError("slurmctld did not answer after its restart", self.log_tail())
+
     def log_tail(self, lines: int = 20) -> str:
         return read_log_tail(self.base, lines)
 
