@@ -137,6 +137,11 @@ class Snapshot:
         }
 
 
+#: `--watch` asks the batch system at most this often, whatever --interval says.
+REFRESH_SECONDS = 5.0
+_last_refresh: float | None = None
+
+
 def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.backends.base import AllocationState
     from hpcflow.cli._common import read_run
@@ -144,7 +149,10 @@ def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
-    _refresh_allocations(paths)
+    global _last_refresh
+    if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
+        _last_refresh = time.monotonic()
+        _refresh_allocations(paths)
     view = read_run(paths)
     with StateDB(paths.state_db, readonly=True) as db:
         failed = db.tasks(states=(st.FAILED,))

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from tests.conftest import processes_with, write_workflow
 
@@ -31,18 +32,12 @@ tasks:
 """
 
 
-def test_killed_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, env):
-    (tmp_path / "pids").mkdir()
-    wf = write_workflow(tmp_path, WF)
-    run = subprocess.Popen(
-        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--workers", "2",
-         "--threads", "1"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
+def kill_a_worker_mid_task(workdir: Path, timeout: float = 60) -> None:
+    """SIGKILL the worker process of the first task that started (its PID file)."""
+    deadline = time.monotonic() + timeout
     victim = None
     while time.monotonic() < deadline and victim is None:
-        for pid_file in (tmp_path / "pids").iterdir():
+        for pid_file in (workdir / "pids").iterdir():
             text = pid_file.read_text().strip()
             if text:
                 victim = int(text)
@@ -51,12 +46,27 @@ def test_killed_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, env):
     assert victim is not None, "no task started"
     time.sleep(0.5)  # mid-task
     os.kill(victim, signal.SIGKILL)
+
+
+def outputs_are_the_retries_only(workdir: Path) -> None:
+    """Every output was written once, by a whole attempt, and nothing writes on."""
+    for i in range(4):
+        assert (workdir / "out" / f"{i}.txt").read_text() == "begin\nend\n"
+    time.sleep(3.5)  # longer than the killed attempt would have run on
+    for i in range(4):
+        assert (workdir / "out" / f"{i}.txt").read_text() == "begin\nend\n"
+    assert processes_with(MARKER) == []
+
+
+def test_killed_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, env):
+    (tmp_path / "pids").mkdir()
+    wf = write_workflow(tmp_path, WF)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--workers", "2",
+         "--threads", "1"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    kill_a_worker_mid_task(tmp_path)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 0, out + err
-    for i in range(4):
-        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
-    # The killed attempt's shell died with its worker: nothing of it runs on.
-    time.sleep(3.5)
-    for i in range(4):
-        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
-    assert processes_with(MARKER) == []
+    outputs_are_the_retries_only(tmp_path)

@@ -6,16 +6,13 @@ completes, and the killed attempt's processes are reaped instead of writing on.
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from tests.conftest import processes_with, write_workflow
-from tests.fault.test_worker_killed import MARKER, WF
+from tests.conftest import write_workflow
+from tests.fault.test_worker_killed import WF, kill_a_worker_mid_task, outputs_are_the_retries_only
 
 pytestmark = pytest.mark.slurm
 # The default profile (worker_nanny: true); with false the run dies with its only worker.
@@ -31,23 +28,7 @@ def test_killed_pilot_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, 
         cwd=tmp_path, env={**slurm_env, **EXTRA}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    deadline = time.monotonic() + 90
-    victim = None
-    while time.monotonic() < deadline and victim is None:
-        for pid_file in (tmp_path / "pids").iterdir():
-            text = pid_file.read_text().strip()
-            if text:
-                victim = int(text)
-                break
-        time.sleep(0.05)
-    assert victim is not None, "no task started"
-    time.sleep(0.5)  # mid-task
-    os.kill(victim, signal.SIGKILL)
+    kill_a_worker_mid_task(tmp_path, timeout=90)
     out, err = run.communicate(timeout=180)
     assert run.returncode == 0, out + err
-    for i in range(4):
-        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
-    time.sleep(3.5)  # longer than the killed attempt would have run on
-    for i in range(4):
-        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
-    assert processes_with(MARKER) == []
+    outputs_are_the_retries_only(tmp_path)
