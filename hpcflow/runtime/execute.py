@@ -24,7 +24,8 @@ from typing import Any, TextIO
 
 from hpcflow.runtime.calls import Outcome, TaskCall
 
-_HOST = socket.gethostname()
+#: The node, as the batch system names it (logical test nodes share one host name).
+_HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 class LiveProcesses:
