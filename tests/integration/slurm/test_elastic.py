@@ -21,7 +21,7 @@ import pytest
 from hpcflow.runtime.elastic_watch import read_samples
 from hpcflow.store.statedb import StateDB
 from tests.conftest import processes_with, write_workflow
-from tests.integration.slurm.conftest import queued_jobs
+from tests.integration.slurm.conftest import queue_drains
 
 pytestmark = pytest.mark.slurm
 
@@ -140,7 +140,7 @@ def test_unsubmittable_workers_fail_fast_with_sbatchs_words(tmp_path, slurm_env,
     assert str(run_dir / "workers" / "job.sh") in result.stderr
     with StateDB(run_dir / "state.sqlite", readonly=True) as db:
         assert db.meta()["status"] == "failed"
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def test_ctrl_c_mid_run_cancels_the_worker_jobs(tmp_path, slurm_env, slurm_cluster):
@@ -217,7 +217,7 @@ tasks:
     # A GPU task cannot go to the CPU-only test profile: refused before anything is queued.
     refused = _elastic(slurm_env, wf, "--force")
     assert refused.returncode == 2 and "asks for 1 GPUs" in refused.stderr, refused.stderr
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def test_pbs_front_ends_run_elastic_workers(tmp_path, slurm_env, slurm_cluster):

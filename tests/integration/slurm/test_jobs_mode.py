@@ -23,7 +23,7 @@ from hpcflow.runtime.jobs import run_jobs
 from hpcflow.runtime.run import RunOptions, prepare
 from hpcflow.settings import resolve_profile
 from tests.conftest import HOSTILE_VALUES, write_workflow
-from tests.integration.slurm.conftest import queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -61,7 +61,7 @@ def test_examples_in_jobs_mode(example, hpcflow_slurm, slurm_cluster, profile, n
     assert len(list((run_dir / "jobs").glob("*.sh"))) == tasks
     assert len(status["allocations"]) == tasks
     assert {a["state"] for a in status["allocations"]} <= {"completed"}
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
     if name == "sweep":
         assert (wf.parent / "results" / "summary.txt").read_text().startswith("estimates=120 ")
         script = (run_dir / "jobs" / "1.sh").read_text()
@@ -120,7 +120,7 @@ def test_failing_upstream_skips_dependents_and_empties_the_queue(
     slurm_env["HPCFLOW_DEPENDENCIES"] = dependencies
     result = hpcflow_slurm("run", str(wf), "--profile", profile, "--mode", "jobs", "-q")
     assert result.returncode == 1, result.output + _job_logs(wf)
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
     status = _status(hpcflow_slurm)
     assert status["status"] == "failed"
     assert status["counts"] == {
@@ -182,7 +182,7 @@ tasks:
     assert runner.calls[SUBMIT[profile_name]] == math.ceil(n / 64)  # 4 arrays, not 200 jobs
     # One status query per poll at most (plus the first), never one per task.
     assert runner.calls[STATUS[profile_name]] <= elapsed / profile.poll_interval + 2
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 class _Crowded:
@@ -299,7 +299,7 @@ tasks:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and queued_jobs(slurm_cluster):
         time.sleep(0.3)
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
     final = _status(hpcflow_slurm)
     assert final["status"] == "cancelled"
     assert final["counts"] == {"nap": {"cancelled": 2}, "after": {"cancelled": 1}}
@@ -376,7 +376,7 @@ tasks:
     run_dir = Path(status["run_dir"])
     log = (run_dir / "driver.log").read_text()
     assert f"nap[s=60]: batch job {started['native_id']} ended (cancelled" in log
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def test_hostile_names_values_and_paths_in_jobs(tmp_path, hpcflow_slurm, slurm_cluster):
@@ -411,4 +411,4 @@ def test_hostile_names_values_and_paths_in_jobs(tmp_path, hpcflow_slurm, slurm_c
         assert (work / "out" / f"{n}.txt").read_text() == value
     assert [(work / "out" / f"k{k}.txt").read_text() for k in range(3)] == ["0\n", "1\n", "2\n"]
     assert list(tmp_path.rglob("CANARY")) == []
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []

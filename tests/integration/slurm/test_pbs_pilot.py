@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_workflow
-from tests.integration.slurm.conftest import queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs
 
 pytestmark = pytest.mark.slurm
 
@@ -39,7 +39,7 @@ def test_hello_through_qsub_qstat(example, hpcflow_slurm, slurm_cluster, nodes):
     assert "\nexec mpirun -n " in script and "#SBATCH" not in script
     info = slurm_cluster.run(["scontrol", "show", "job", allocation["native_id"]]).stdout
     assert f"NumNodes={nodes} " in info
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
 
 
 def test_detach_status_and_cancel_through_qstat_qdel(tmp_path, hpcflow_slurm, slurm_cluster):
@@ -71,7 +71,7 @@ tasks:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and queued_jobs(slurm_cluster):
         time.sleep(0.3)
-    assert queued_jobs(slurm_cluster) == []
+    assert queue_drains(slurm_cluster) == []
     assert slurm_cluster.job_state(allocation["native_id"]) == "CANCELLED"
 
 
