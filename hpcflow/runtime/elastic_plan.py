@@ -87,7 +87,7 @@ def _plain(value: str, what: str, pattern: re.Pattern[str] = _PLAIN_PATH) -> str
 
 def prologue(profile: Profile, run_id: str, base_dir: Path) -> list[str]:
     """Shell lines run before each worker starts: modules, set-up, environment, folder."""
-    lines = [f"module load {shlex.quote(module)}" for module in profile.modules]
+    lines = profile.module_lines()
     lines += list(profile.setup)  # trusted shell lines, as in pilot mode
     env = {**profile.env, "HPCFLOW_RUN_ID": run_id}
     for name, attr in _MEMORY_ENV.items():

@@ -692,9 +692,7 @@ def job_request(
         constraint=profile.constraint,
         overcommit=False,
         extra_directives=tuple(profile.extra_directives),
-        setup_lines=tuple(
-            [f"module load {module}" for module in profile.modules] + list(profile.setup)
-        ),
+        setup_lines=tuple(profile.module_lines() + list(profile.setup)),
         env={**profile.env, "HPCFLOW_RUN_ID": run_id, "HPCFLOW_JOB": str(number)},
         workdir=graph.loaded.base_dir,
         task_name=template.spec.name,

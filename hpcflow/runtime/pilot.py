@@ -75,7 +75,7 @@ def plan_pilot(
     command = bootstrap_argv(
         profile.launcher, interpreter, str(paths.run_dir), ntasks, mpi=profile.mpi
     )
-    setup = [f"module load {module}" for module in profile.modules] + list(profile.setup)
+    setup = profile.module_lines() + list(profile.setup)
     request = AllocationRequest(
         run_id=run_id,
         job_name=f"hpcflow-{run_id}",

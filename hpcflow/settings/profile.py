@@ -9,6 +9,7 @@ layers (built-in defaults, a profile file, the environment, the command line).
 from __future__ import annotations
 
 import re
+import shlex
 import sys
 import types
 import typing
@@ -311,6 +312,10 @@ class Profile(BaseModel):
         if self.cpus_per_node is None:
             return None
         return max(1, self.cpus_per_node // self.workers_on_each_node())
+
+    def module_lines(self) -> list[str]:
+        """``module load NAME`` for each of ``modules``, every name shell-quoted."""
+        return [f"module load {shlex.quote(module)}" for module in self.modules]
 
     def python_executable(self) -> str:
         """The interpreter the compute nodes run: as set, else the submitting one."""
