@@ -84,6 +84,13 @@ class _Job:
     first_attempts: list[int] = field(default_factory=list)
     after: list[str] = field(default_factory=list)  # afterok: native ids it waits for
 
+    @property
+    def batch_id(self) -> str:
+        """The batch system's id of a submitted job (a RunError for one never submitted)."""
+        if self.native_id is None:
+            raise RunError(f"job {self.unit.number} has no batch id: it was never submitted")
+        return self.native_id
+
 
 def run_jobs(
     prepared: PreparedRun,
@@ -512,11 +519,11 @@ class JobsFollower:
         again: list[int] = []
         for job in doomed:
             job.done = True
-            assert job.native_id is not None  # noqa: S101 - live jobs have ids
+            job_id = job.batch_id
             self.db.update_allocation(
-                job.native_id, AllocationState.CANCELLED.value, None, "an upstream task failed"
+                job_id, AllocationState.CANCELLED.value, None, "an upstream task failed"
             )
-            self.poller.forget([job.native_id])
+            self.poller.forget([job_id])
             again.extend(i for i in job.unit.indices if self.state[i] == st.PENDING)
         if again:
             units = plan_units(self.graph, again, self.chunk_size, self._next_number())
@@ -527,14 +534,14 @@ class JobsFollower:
         for job in self._live_jobs():
             if all(i in self.closed for i in job.unit.indices):
                 job.done = True
-                assert job.native_id is not None  # noqa: S101 - live jobs have ids
-                status = self.poller.latest.get(job.native_id)
+                job_id = job.batch_id
+                status = self.poller.latest.get(job_id)
                 if status is None or not status.state.final:
                     failed = any(self.state[i] != st.SUCCEEDED for i in job.unit.indices)
                     state = AllocationState.FAILED if failed else AllocationState.COMPLETED
-                    self.db.update_allocation(job.native_id, state.value, None, None)
+                    self.db.update_allocation(job_id, state.value, None, None)
                 self.poller.forget(
-                    [job.native_id, *(self.started_ids.get(i) or "" for i in job.unit.indices)]
+                    [job_id, *(self.started_ids.get(i) or "" for i in job.unit.indices)]
                 )
 
     # -- the batch system's view --------------------------------------------------------
@@ -550,12 +557,12 @@ class JobsFollower:
         now = self.clock()
         lost: list[tuple[int, AllocationStatus, bool]] = []
         for job in self._live_jobs():
-            assert job.native_id is not None  # noqa: S101 - live jobs have ids
+            job_id = job.batch_id
             for i in job.unit.indices:
                 if i in self.closed:
                     continue
                 started = i in self.started_ids
-                watched = (self.started_ids.get(i) or job.native_id) if started else job.native_id
+                watched = (self.started_ids.get(i) or job_id) if started else job_id
                 seen = self.poller.latest.get(watched)
                 if seen is None or not self.poller.settled([watched]):
                     continue
@@ -645,9 +652,9 @@ class JobsFollower:
         finally:
             for job in live:
                 job.done = True
-                assert job.native_id is not None  # noqa: S101 - live jobs have ids
+                job_id = job.batch_id
                 self.db.update_allocation(
-                    job.native_id, AllocationState.CANCELLED.value, None, reason[:500]
+                    job_id, AllocationState.CANCELLED.value, None, reason[:500]
                 )
 
 
