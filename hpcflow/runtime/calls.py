@@ -6,6 +6,10 @@ Both are small, flat and picklable; a chunk of calls is one Dask task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the state database is the driver's; workers never load it
+    from hpcflow.store.statedb import AttemptRecord
 
 
 @dataclass(slots=True)
@@ -45,3 +49,19 @@ class Outcome:
     message: str | None = None
     inputs_sig: dict[str, list[int]] = field(default_factory=dict)
     outputs_sig: dict[str, list[int]] = field(default_factory=dict)
+
+    def record(self, task_idx: int | None = None) -> AttemptRecord:
+        """This outcome as the state database stores it."""
+        from hpcflow.store.statedb import AttemptRecord
+
+        return AttemptRecord(
+            self.index if task_idx is None else task_idx,
+            self.attempt,
+            self.state,
+            self.exit_code,
+            self.started,
+            self.ended,
+            self.peak_rss,
+            self.host,
+            self.message,
+        )

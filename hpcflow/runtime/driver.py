@@ -340,19 +340,7 @@ class Driver:
                     log.info(
                         "retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay, out.message
                     )
-            records.append(
-                st.AttemptRecord(
-                    i,
-                    out.attempt,
-                    out.state,
-                    out.exit_code,
-                    out.started,
-                    out.ended,
-                    out.peak_rss,
-                    out.host,
-                    out.message,
-                )
-            )
+            records.append(out.record(i))
             new_states[i] = state
         self.db.record_attempts(records, new_states)
         if memo:

@@ -440,19 +440,7 @@ class JobsFollower:
         factory = self.prepared.factory
         for i, attempts in results:
             for out in attempts:
-                records.append(
-                    st.AttemptRecord(
-                        i,
-                        out.attempt,
-                        out.state,
-                        out.exit_code,
-                        out.started,
-                        out.ended,
-                        out.peak_rss,
-                        out.host,
-                        out.message,
-                    )  # fmt: skip
-                )
+                records.append(out.record(i))
             final = attempts[-1]
             inst = self.graph.instances[i]
             if final.state == "succeeded":
