@@ -6,14 +6,13 @@ from pathlib import Path
 
 import click
 
+from hpcflow.cli._options import allocation_options, resolve_cli_profile
+
 
 @click.command("render")
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--profile", envvar="HPCFLOW_PROFILE", required=True, help="A batch profile.")
-@click.option("--nodes", type=click.IntRange(min=1))
-@click.option("--partition")
-@click.option("--account")
-@click.option("--walltime")
+@allocation_options
 @click.option(
     "--mode",
     type=click.Choice(["pilot", "jobs"]),
@@ -32,7 +31,6 @@ def command(
     from hpcflow.backends.registry import get_backend
     from hpcflow.dag.graph import build_graph
     from hpcflow.runtime.pilot import plan_pilot
-    from hpcflow.settings import resolve_profile
     from hpcflow.spec.loader import load_workflow
     from hpcflow.store.paths import RunPaths, StateRoot
 
@@ -43,9 +41,7 @@ def command(
         "walltime": walltime,
         "mode": mode,
     }
-    resolved = resolve_profile(
-        profile, overrides=overrides, flags={k: f"--{k}" for k in overrides}
-    ).profile
+    resolved = resolve_cli_profile(profile, overrides)
     graph = build_graph(load_workflow(workflow), check_files=False)
     run_id = "RUN_ID"
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)

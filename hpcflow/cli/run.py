@@ -10,6 +10,8 @@ from types import FrameType
 
 import click
 
+from hpcflow.cli._options import allocation_options, resolve_cli_profile
+
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
@@ -27,10 +29,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option(
     "--detach", is_flag=True, help="Batch profiles: return once the allocation is submitted."
 )
-@click.option("--nodes", type=click.IntRange(min=1), help="Batch profiles: nodes to allocate.")
-@click.option("--partition", help="Batch profiles: partition (queue).")
-@click.option("--account", help="Batch profiles: account to charge.")
-@click.option("--walltime", help="Batch profiles: allocation walltime, e.g. 2h or 1:00:00.")
+@allocation_options
 @click.option(
     "--mode",
     type=click.Choice(["pilot", "jobs", "elastic"]),
@@ -81,7 +80,6 @@ def command(
 
     from hpcflow.cli import console as ui
     from hpcflow.runtime.run import RunOptions, execute, prepare
-    from hpcflow.settings import resolve_profile
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -93,7 +91,6 @@ def command(
         "mode": mode,
         "transport": transport,
     }
-    flags = {k: f"--{k}" for k in overrides}
     layout = None
     if profile is None and not dry_run:
         from hpcflow.bootstrap.environment import allocation_layout
@@ -102,7 +99,7 @@ def command(
         layout = allocation_layout(os.environ)
         if layout is not None and (layout["ntasks"] < 3 or "HPCFLOW_RUN_ID" in os.environ):
             layout = None
-    resolved = resolve_profile(profile or "local", overrides=overrides, flags=flags).profile
+    resolved = resolve_cli_profile(profile or "local", overrides)
     out = Console(stderr=False)
     options = RunOptions(
         run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads
@@ -124,7 +121,7 @@ def command(
             from hpcflow.backends.registry import get_backend
             from hpcflow.runtime.pilot import run_pilot
 
-            slurm = resolve_profile("slurm", overrides=overrides, flags=flags).profile
+            slurm = resolve_cli_profile("slurm", overrides)
             return run_pilot(
                 prepared,
                 options,
