@@ -4,6 +4,7 @@
 # Usage:
 #   slurm/start-cluster.sh BASE_DIR [--nodes N] [--cpus C] [--gpus G]
 #                          [--port P] [--min-job-age S] [--timeout S]
+#                          [--slurmd-timeout S]
 #                          [--accounting [--enforce-limits]]
 #
 # What it runs (all as root, all private to BASE_DIR, nothing in /etc):
@@ -32,6 +33,9 @@
 # and scontrol for --min-job-age seconds (default 30) plus up to 30 s more.
 # Batch jobs start within ~1 s of sbatch (batch_sched_delay=0), but the very
 # first one only ~3 s after slurmctld started (its first scheduling pass).
+# --slurmd-timeout S sets SlurmdTimeout (default: SLURM's own, 300 s): how long a
+# node whose slurmd stopped answering stays up before slurmctld marks it DOWN
+# (fault tests that kill a node use a few seconds).
 #
 # The script waits until every node is idle, and fails (exit 1) with the tail
 # of the daemon logs if that does not happen within the timeout (default 60 s);
@@ -56,6 +60,7 @@ GPUS=2
 PORT=16817
 MIN_JOB_AGE=30
 TIMEOUT=60
+SLURMD_TIMEOUT=""
 ACCOUNTING=0
 ENFORCE=0
 
@@ -73,6 +78,8 @@ while [ $# -gt 0 ]; do
         --min-job-age=*) MIN_JOB_AGE="${1#*=}"; shift ;;
         --timeout) TIMEOUT="${2:?}"; shift 2 ;;
         --timeout=*) TIMEOUT="${1#*=}"; shift ;;
+        --slurmd-timeout) SLURMD_TIMEOUT="${2:?}"; shift 2 ;;
+        --slurmd-timeout=*) SLURMD_TIMEOUT="${1#*=}"; shift ;;
         --accounting) ACCOUNTING=1; shift ;;
         --enforce-limits) ENFORCE=1; shift ;;
         -h|--help) usage ;;
@@ -85,6 +92,8 @@ done
 for v in NODES CPUS GPUS PORT MIN_JOB_AGE TIMEOUT; do
     [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
 done
+[ -z "$SLURMD_TIMEOUT" ] || [[ "$SLURMD_TIMEOUT" =~ ^[0-9]+$ ]] \
+    || die "SLURMD_TIMEOUT must be a non-negative integer (got '$SLURMD_TIMEOUT')"
 [ "$NODES" -ge 1 ] || die "--nodes must be >= 1"
 [ "$CPUS" -ge 1 ] || die "--cpus must be >= 1"
 [ "$PORT" -ge 1024 ] && [ $((PORT + 10 + NODES)) -le 65535 ] || die "--port out of range"
@@ -262,6 +271,7 @@ gres_node=""
     echo "KillWait=5"
     echo "InactiveLimit=0"
     echo "Waittime=0"
+    [ -z "$SLURMD_TIMEOUT" ] || echo "SlurmdTimeout=$SLURMD_TIMEOUT"
     for i in $(seq 1 "$NODES"); do
         echo "NodeName=n$i NodeHostname=$HOST NodeAddr=127.0.0.1 Port=$((PORT + 10 + i)) CPUs=$CPUS RealMemory=$((CPUS * 1024)) $gres_node State=UNKNOWN"
     done

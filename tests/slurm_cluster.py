@@ -298,6 +298,79 @@ class SlurmCluster:
             time.sleep(0.2)
         raise SlurmClusterError("slurmctld did not answer after its restart", self.log_tail())
 
+    def node_processes(self, node: str) -> list[int]:
+        """PIDs of everything logical node ``node`` runs: its slurmd, its slurmstepds
+        (they keep the node's slurmd log open) and every job process on it (environment
+        ``SLURMD_NODENAME=node`` and this cluster's ``SLURM_CONF``)."""
+        import psutil
+
+        conf = str(self.base / "etc" / "slurm.conf")
+        node_log = str(self.base / "log" / f"slurmd-{node}.log")
+        found: set[int] = set()
+        pid_file = self.base / "run" / f"slurmd-{node}.pid"
+        if pid_file.exists():
+            text = pid_file.read_text().strip()
+            if text.isdigit() and psutil.pid_exists(int(text)):
+                found.add(int(text))
+        for proc in psutil.process_iter(["name"]):
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    found.discard(proc.pid)
+                    continue
+                if proc.info["name"] == "slurmstepd":
+                    if any(f.path == node_log for f in proc.open_files()):
+                        found.add(proc.pid)
+                    continue
+                environ = proc.environ()
+            except psutil.Error:
+                continue
+            if environ.get("SLURMD_NODENAME") == node and environ.get("SLURM_CONF") == conf:
+                found.add(proc.pid)
+        found.discard(os.getpid())
+        return sorted(found)
+
+    def kill_node(self, node: str, rounds: int = 3) -> list[int]:
+        """Make logical node ``node`` die as a machine does: SIGKILL its slurmd, its
+        slurmstepds and every job process on it, all at once (repeated, in case a
+        process forked meanwhile). Returns the PIDs killed. Bring it back with
+        :meth:`start_node`."""
+        killed: list[int] = []
+        for _ in range(rounds):
+            pids = self.node_processes(node)
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, 9)
+                except ProcessLookupError:
+                    continue
+                killed.append(pid)
+            time.sleep(0.2)
+        return killed
+
+    def start_node(self, node: str, timeout: float = 60) -> None:
+        """Start ``node``'s slurmd again and wait until the controller calls it idle
+        (ReturnToService=2 returns a DOWN node to service when it registers)."""
+        conf = self.base / "etc" / "slurm.conf"
+        with open(self.base / "log" / "daemons.out", "ab") as out:
+            subprocess.run(
+                ["slurmd", "-f", str(conf), "-N", node], stdin=subprocess.DEVNULL, stdout=out,
+                stderr=out, env=self.env, check=True, timeout=timeout,
+            )  # fmt: skip
+        deadline = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < deadline:
+            state = self.node_state(node)
+            if state == "idle":
+                return
+            time.sleep(0.3)
+        raise SlurmClusterError(f"node {node} not idle after its restart ({state})")
+
+    def node_state(self, node: str) -> str:
+        """The node's state as ``sinfo`` prints it (``idle``, ``down*``, ``mixed`` ...)."""
+        proc = self.run(["sinfo", "-h", "-n", node, "-o", "%T"], check=False, timeout=30)
+        return proc.stdout.strip().splitlines()[0] if proc.stdout.strip() else ""
+
     def log_tail(self, lines: int = 20) -> str:
         return read_log_tail(self.base, lines)
 
@@ -338,6 +411,7 @@ def start_cluster(
     keep: bool | None = None,
     accounting: bool = False,
     enforce_limits: bool = False,
+    slurmd_timeout: int | None = None,
 ) -> SlurmCluster:
     """Start a private cluster and wait until all its nodes are idle.
 
@@ -349,6 +423,8 @@ def start_cluster(
     port+2 and port+3 as well; ``timeout`` then covers their start too).
     ``enforce_limits`` (with ``accounting``): QOS and association limits apply, and
     the calling user has an association, so ``sacctmgr`` limits can be tested.
+    ``slurmd_timeout``: SlurmdTimeout in seconds (SLURM's default 300 when None): how
+    soon a node whose slurmd died is marked DOWN.
 
     Raises ``SlurmUnavailable`` if this machine cannot run it and
     ``SlurmClusterError`` (with the daemon log tail) if the start failed.
@@ -384,6 +460,8 @@ def start_cluster(
             "--min-job-age", str(min_job_age),
             "--timeout", str(int(timeout)),
         ]  # fmt: skip
+        if slurmd_timeout is not None:
+            cmd += ["--slurmd-timeout", str(int(slurmd_timeout))]
         if accounting:
             cmd.append("--accounting")
             if enforce_limits:

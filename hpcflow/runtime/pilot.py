@@ -8,6 +8,7 @@ batched, backing-off poller. Ctrl-C cancels the allocation.
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +39,13 @@ from hpcflow.transport.certificates import create_credentials
 from hpcflow.transport.security import check_choice
 
 log = logging.getLogger(__name__)
+
+#: Seconds an allocation may run on after the run inside it has finished (its ranks
+#: normally leave together within a second or two) before hpcflow cancels it.
+LINGER_SECONDS = 60.0
+
+#: SLURM's state for an allocation ended by the failure of one of its nodes.
+NODE_FAIL = "NODE_FAIL"
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,12 @@ def plan_pilot(
     ntasks = workers + 2
     interpreter = profile.python or sys.executable
     command = bootstrap_argv(
-        profile.launcher, interpreter, str(paths.run_dir), ntasks, mpi=profile.mpi
+        profile.launcher,
+        interpreter,
+        str(paths.run_dir),
+        ntasks,
+        mpi=profile.mpi,
+        extra=_launcher_fault_options(profile.launcher, profile.nodes),
     )
     setup = profile.module_lines() + list(profile.setup)
     request = AllocationRequest(
@@ -121,6 +134,13 @@ def plan_pilot(
     return PilotPlan(request, config)
 
 
+def _launcher_fault_options(launcher: str, nodes: int) -> list[str]:
+    """srun's ``--no-kill`` on several nodes: when a node fails, srun ends the ranks it
+    ran and goes on with the others, instead of killing the whole step (the allocation
+    itself survives through sbatch's ``--no-kill``)."""
+    return ["--no-kill"] if launcher == "srun" and nodes > 1 else []
+
+
 def worker_memory_fractions(profile: Profile) -> dict[str, float | bool]:
     """The profile's memory thresholds, keyed as in ``distributed.worker.memory``."""
     fractions = {
@@ -163,6 +183,7 @@ def plan_in_allocation(
         str(paths.run_dir),
         ntasks,
         mpi=profile.mpi,
+        extra=_launcher_fault_options(profile.launcher, layout["nodes"]),
     )
     request = replace(base.request, command=command, ntasks=ntasks)
     config = replace(base.config, workers_expected=ntasks - 2, gpus_per_worker=1 if gpus else 0)
@@ -299,6 +320,33 @@ def run_pilot(
             handler.close()
 
 
+def first_node(nodes: str) -> str:
+    """The first host of a SLURM hostlist (``n[2-4,7]`` → ``n2``, ``a1,b2`` → ``a1``);
+    SLURM runs the batch script on an allocation's first node."""
+    prefix, bracket, rest = nodes.strip().partition("[")
+    if not bracket:
+        return prefix.split(",", 1)[0]
+    if "," in prefix:
+        return prefix.split(",", 1)[0]
+    first = re.split(r"[-,\]]", rest, maxsplit=1)[0]
+    return prefix + first
+
+
+def lost_tasks_note(db: st.StateDB, limit: int = 20) -> str:
+    """Which tasks an allocation that ended early took with it: those in flight (handed
+    to its workers, not finished: their attempts are lost) and those it had not started;
+    both run on resume, and nothing else."""
+    running = [row.id for row in db.tasks(states=(st.RUNNING,))]
+    pending = len(db.tasks(states=(st.PENDING,)))
+    if not running and not pending:
+        return "no task was lost"
+    shown = ", ".join(running[:limit]) + (
+        f" and {len(running) - limit} more" if len(running) > limit else ""
+    )
+    lost = f"{len(running)} task(s) in flight lost: {shown}" if running else "none in flight"
+    return f"{lost}; {pending} not started; a resume runs exactly these {len(running) + pending}"
+
+
 def _default_poller(backend: Backend, profile: Profile) -> Poller:
     if backend.name == "allocation":
         # A child process of ours: asking costs nothing.
@@ -326,15 +374,42 @@ def _follow(
     observer: Observer | None,
     started: float,
 ) -> RunSummary:
-    """Wait for the allocation; continue it after a walltime stop when the profile says so."""
+    """Wait for the allocation; continue it after a walltime stop (or a node failure)
+    when the profile says so."""
     number = 1
     current = native_id
     last: AllocationStatus | None = None
+    ended_at: float | None = None  # when the run was first seen finished
+    head: str | None = None  # the allocation's first node: batch script, scheduler, driver
     poller.track([current])
     try:
         while True:
             poller.poll_once()
             status = poller.latest.get(current)
+            meta = db.meta()
+            head_lost = False
+            if (
+                backend.name == "slurm"
+                and status is not None
+                and status.state is AllocationState.RUNNING
+                and status.nodes
+            ):
+                first = first_node(status.nodes)
+                head = head or first
+                if first != head and meta.get("status") not in ("succeeded", "failed"):
+                    # With --no-kill SLURM drops a failed node from the allocation and lets
+                    # it run on; without its first node it has no driver and would idle
+                    # until the walltime.
+                    reason = (
+                        f"its first node {head} (batch script, scheduler and driver) failed; "
+                        "hpcflow cancelled the rest"
+                    )
+                    log.warning("allocation %s: %s", current, reason)
+                    backend.cancel([current])
+                    status = replace(
+                        status, state=AllocationState.FAILED, native_state=NODE_FAIL, reason=reason
+                    )
+                    head_lost = True
             if status is not None and status != last:
                 db.update_allocation(
                     current, status.state.value, status.native_state, status.reason
@@ -342,19 +417,35 @@ def _follow(
                 last = status
             if observer is not None:
                 observer.update(db.counts())
-            meta = db.meta()
-            if status is not None and poller.settled([current]):
+            if meta.get("status") in ("succeeded", "failed") and not poller.settled([current]):
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at > LINGER_SECONDS:
+                    # E.g. srun still waits for ranks on a node that died and that
+                    # SLURM has not declared down yet: the run is over, free the nodes.
+                    log.warning(
+                        "the run ended %.0fs ago but allocation %s still runs; cancelling it",
+                        LINGER_SECONDS,
+                        current,
+                    )
+                    backend.cancel([current])
+                    break
+            if status is not None and (head_lost or poller.settled([current])):
                 finished = meta.get("status") in ("succeeded", "failed")
                 if finished:
                     break
+                node_failed = status.native_state == NODE_FAIL
                 stopped_early = (
-                    status.state is AllocationState.TIMEOUT or meta.get("status") == "drained"
+                    status.state is AllocationState.TIMEOUT
+                    or meta.get("status") == "drained"
+                    or node_failed
                 )
                 if stopped_early and profile.resubmit and number <= profile.max_resubmits:
                     number += 1
                     log.warning(
-                        "allocation %s hit its walltime; submitting continuation %d",
+                        "allocation %s %s; %s; submitting continuation %d",
                         current,
+                        "lost a node" if node_failed else "hit its walltime",
+                        lost_tasks_note(db),
                         number,
                     )
                     plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
@@ -363,13 +454,16 @@ def _follow(
                     )
                     poller.track([current])
                     last = None
+                    head = None
                     continue
-                mark_unfinished(db, "allocation ended before the run finished")
+                note = lost_tasks_note(db)
+                mark_unfinished(db, f"allocation {current} ended before the run finished")
                 db.set_meta(status="failed", ended=time.time())
                 raise AllocationFailed(
                     current,
                     status.native_state,
-                    status.reason or "it ended before the run finished",
+                    f"{status.reason or 'it ended before the run finished'}; {note} "
+                    "(run the same `hpcflow run` again to resume)",
                     [
                         str(paths.allocation_stdout(number)),
                         str(paths.allocation_stderr(number)),

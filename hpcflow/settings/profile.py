@@ -248,7 +248,9 @@ class Profile(BaseModel):
     max_poll_interval: PositiveDuration = Field(60.0, description="longest wait between polls")
     submit_retries: NonNegativeInt = Field(3, description="retries of a failed submission")
     resubmit: bool = Field(
-        False, description="queue a continuation allocation when the walltime runs out"
+        False,
+        description="queue a continuation allocation when the walltime runs out or a "
+        "node failure ends the allocation",
     )
     max_resubmits: NonNegativeInt = Field(3, description="most continuation allocations")
 

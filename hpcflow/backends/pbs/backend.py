@@ -267,6 +267,11 @@ class PbsBackend:
                 f"-W depend={depend_value(request.depends_on, self.flavor)}",
                 "Start only after these jobs (all their elements) ended successfully.",
             ))  # fmt: skip
+        if request.task_name is None and not request.is_array:
+            # A pilot allocation: like SLURM's --no-requeue, the batch system must not
+            # rerun it behind hpcflow's back (after a node failure, say); hpcflow
+            # continues or resumes the run itself.
+            lines.append(("-r n", "Not rerunnable: hpcflow continues an ended allocation."))
         emitted = {line.split(" ", 1)[0][1:] for line, _ in lines}
         resources = {key for line, _ in lines if line.startswith("-l ")
                      for key in _resource_names(line[3:])}  # fmt: skip

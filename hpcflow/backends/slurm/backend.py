@@ -111,11 +111,14 @@ _TYPED_OPTIONS = {
     "constraint": "constraint", "array": "max_array_size / array_parallelism",
     "dependency": "dependencies",
 }  # fmt: skip
+#: Options hpcflow sets on its own (no setting stands behind them).
+_FIXED_OPTIONS = {"no-kill", "no-requeue"}
 #: Short spellings of those options.
 _SHORT_OPTIONS = {
     "J": "job-name", "o": "output", "e": "error", "N": "nodes", "n": "ntasks",
     "c": "cpus-per-task", "O": "overcommit", "t": "time", "p": "partition",
     "A": "account", "q": "qos", "C": "constraint", "a": "array", "d": "dependency",
+    "k": "no-kill",
 }  # fmt: skip
 
 
@@ -183,6 +186,8 @@ class SlurmBackend:
                 f"--array={array_range(request.array_size, request.array_parallelism)}",
                 "One element per task instance; %N caps how many run at once.",
             ))  # fmt: skip
+        if request.task_name is None and not request.is_array:
+            lines.extend(pilot_fault_directives(request.nodes))
         if request.depends_on:
             lines.append((
                 f"--dependency=afterok:{':'.join(request.depends_on)}",
@@ -313,6 +318,25 @@ class SlurmBackend:
 # -- values for #SBATCH lines ---------------------------------------------------
 
 
+def pilot_fault_directives(nodes: int) -> list[tuple[str, str | None]]:
+    """What a pilot allocation does when one of its nodes fails.
+
+    ``--no-kill`` (several nodes): SLURM's default ends the whole allocation when one
+    node fails (NODE_FAIL); with it the allocation lives on, the Dask scheduler drops
+    the lost node's workers and the driver's tasks on them run again on the others.
+    ``--no-requeue``: SLURM would otherwise put a failed allocation back in the queue
+    under the same id and restart it behind hpcflow's back; hpcflow continues a run in
+    an allocation of its own instead (numbered logs, ``hpcflow status`` lists it).
+    """
+    lines: list[tuple[str, str | None]] = []
+    if nodes > 1:
+        lines.append(
+            ("--no-kill", "A failed node does not end the allocation: its tasks run elsewhere.")
+        )
+    lines.append(("--no-requeue", "hpcflow continues an ended allocation itself."))
+    return lines
+
+
 def job_name(text: str) -> str:
     """``text`` with every run of characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
     return _UNSAFE_NAME.sub("_", text).strip("_") or "hpcflow"
@@ -380,9 +404,13 @@ def _check_not_typed(text: str, emitted: set[str]) -> None:
     else:
         option = _SHORT_OPTIONS.get(text[1:2], "")
     if option in emitted:
+        hint = (
+            "remove the extra directive: hpcflow sets it for pilot allocations"
+            if option in _FIXED_OPTIONS
+            else f"use the {_TYPED_OPTIONS[option]} setting instead of an extra directive"
+        )
         raise ProfileError(
-            f"extra directive {text!r} repeats an option hpcflow already sets",
-            hint=f"use the {_TYPED_OPTIONS[option]} setting instead of an extra directive",
+            f"extra directive {text!r} repeats an option hpcflow already sets", hint=hint
         )
 
 
