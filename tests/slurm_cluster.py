@@ -37,6 +37,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SLURM_SCRIPTS = REPO_ROOT / "slurm"
@@ -514,6 +515,27 @@ def start_cluster(
     raise SlurmClusterError(
         f"starting the SLURM test cluster in {base_path} failed:\n{last_error}", log_tail
     )
+
+
+def start_test_cluster(why: str = "", **options: Any) -> SlurmCluster:
+    """``start_cluster(**options)`` for a test: a cluster, or the test is skipped saying
+    why, or failed when a cluster is required (``CI=true``, ``HPCFLOW_REQUIRE_SLURM=1``).
+
+    ``why`` names what the test needs beyond a plain cluster (e.g. "with accounting").
+    """
+    import pytest
+
+    try:
+        return start_cluster(**options)
+    except (SlurmUnavailable, SlurmClusterError) as exc:
+        what = f"SLURM test cluster{' ' + why if why else ''}"
+        if slurm_required():
+            pytest.fail(
+                f"{what} required (CI=true or HPCFLOW_REQUIRE_SLURM=1) "
+                f"but could not be started: {exc}",
+                pytrace=False,
+            )
+        pytest.skip(f"{what} not available: {exc}. {HOW_TO_RUN}")
 
 
 def _stop_quietly(cluster: SlurmCluster) -> None:

@@ -11,14 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from tests.slurm_cluster import (
-    HOW_TO_RUN,
-    SlurmCluster,
-    SlurmClusterError,
-    SlurmUnavailable,
-    slurm_required,
-    start_cluster,
-)
+from tests.slurm_cluster import SlurmCluster, start_test_cluster
 
 
 @pytest.fixture
@@ -27,16 +20,7 @@ def private_cluster() -> Iterator[Callable[..., SlurmCluster]]:
     started: list[SlurmCluster] = []
 
     def start(**options: object) -> SlurmCluster:
-        try:
-            cluster = start_cluster(**options)  # type: ignore[arg-type]
-        except (SlurmUnavailable, SlurmClusterError) as exc:
-            if slurm_required():
-                pytest.fail(
-                    f"SLURM test cluster required (CI=true or HPCFLOW_REQUIRE_SLURM=1) "
-                    f"but could not be started: {exc}",
-                    pytrace=False,
-                )
-            pytest.skip(f"SLURM test cluster not available: {exc}. {HOW_TO_RUN}")
+        cluster = start_test_cluster(**options)
         started.append(cluster)
         return cluster
 

@@ -12,39 +12,18 @@ Without root or without SLURM installed the tests are skipped, unless
 import pytest
 
 try:
-    from tests.slurm_cluster import (
-        HOW_TO_RUN,
-        SlurmClusterError,
-        SlurmUnavailable,
-        slurm_required,
-        start_cluster,
-    )
+    from tests.slurm_cluster import start_test_cluster
 except ImportError:  # repository root not on sys.path (e.g. --import-mode=importlib)
     import sys
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from tests.slurm_cluster import (
-        HOW_TO_RUN,
-        SlurmClusterError,
-        SlurmUnavailable,
-        slurm_required,
-        start_cluster,
-    )
+    from tests.slurm_cluster import start_test_cluster
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
-    try:
-        cluster = start_cluster()
-    except (SlurmUnavailable, SlurmClusterError) as exc:
-        if slurm_required():
-            pytest.fail(
-                f"SLURM test cluster required (CI=true or HPCFLOW_REQUIRE_SLURM=1) "
-                f"but could not be started: {exc}",
-                pytrace=False,
-            )
-        pytest.skip(f"SLURM test cluster not available: {exc}. {HOW_TO_RUN}")
+    cluster = start_test_cluster()
     try:
         yield cluster
     finally:

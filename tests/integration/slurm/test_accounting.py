@@ -21,14 +21,7 @@ import pytest
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.base import AllocationRequest, AllocationState
 from hpcflow.backends.slurm import SlurmBackend
-from tests.slurm_cluster import (
-    HOW_TO_RUN,
-    SlurmCluster,
-    SlurmClusterError,
-    SlurmUnavailable,
-    slurm_required,
-    start_cluster,
-)
+from tests.slurm_cluster import SlurmCluster, SlurmClusterError, start_test_cluster
 
 pytestmark = pytest.mark.slurm
 
@@ -41,21 +34,10 @@ PURGE_TIMEOUT = 45
 @pytest.fixture(scope="module")
 def acct_cluster():
     """A one-node cluster with slurmdbd + MariaDB, for this module only."""
-    try:
-        cluster = start_cluster(
-            nodes=1, cpus=4, gpus=0, min_job_age=MIN_JOB_AGE, timeout=60, accounting=True
-        )
-    except (SlurmUnavailable, SlurmClusterError) as exc:
-        if slurm_required():
-            pytest.fail(
-                f"SLURM test cluster with accounting required (CI=true or "
-                f"HPCFLOW_REQUIRE_SLURM=1) but could not be started: {exc}",
-                pytrace=False,
-            )
-        pytest.skip(
-            f"SLURM test cluster with accounting not available: {exc}. {HOW_TO_RUN} "
-            "(with `install-deps.sh --accounting`)"
-        )
+    cluster = start_test_cluster(
+        "with accounting (slurm/install-deps.sh --accounting)",
+        nodes=1, cpus=4, gpus=0, min_job_age=MIN_JOB_AGE, timeout=60, accounting=True,
+    )  # fmt: skip
     try:
         yield cluster
     finally:

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from tests.conftest import write_workflow
-from tests.slurm_cluster import SlurmClusterError, SlurmUnavailable, slurm_required, start_cluster
+from tests.slurm_cluster import start_test_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -42,12 +42,7 @@ tasks:
 
 @pytest.fixture
 def own_cluster():
-    try:
-        cluster = start_cluster(nodes=1, cpus=2, gpus=0)
-    except (SlurmUnavailable, SlurmClusterError) as exc:
-        if slurm_required():
-            pytest.fail(f"SLURM test cluster required: {exc}", pytrace=False)
-        pytest.skip(f"SLURM test cluster not available: {exc}")
+    cluster = start_test_cluster(nodes=1, cpus=2, gpus=0)
     try:
         yield cluster
     finally:

@@ -15,27 +15,17 @@ import sys
 import pytest
 
 from tests.conftest import write_workflow
-from tests.slurm_cluster import (
-    HOW_TO_RUN,
-    SlurmClusterError,
-    SlurmUnavailable,
-    slurm_required,
-    start_cluster,
-)
+from tests.slurm_cluster import start_test_cluster
 
 pytestmark = pytest.mark.slurm
 
 
 @pytest.fixture(scope="module")
 def limited_cluster():
-    try:
-        cluster = start_cluster(
-            nodes=2, cpus=2, gpus=0, timeout=60, accounting=True, enforce_limits=True
-        )
-    except (SlurmUnavailable, SlurmClusterError) as exc:
-        if slurm_required():
-            pytest.fail(f"SLURM cluster with enforced limits required: {exc}", pytrace=False)
-        pytest.skip(f"SLURM cluster with accounting not available: {exc}. {HOW_TO_RUN}")
+    cluster = start_test_cluster(
+        "with enforced limits",
+        nodes=2, cpus=2, gpus=0, timeout=60, accounting=True, enforce_limits=True,
+    )  # fmt: skip
     try:
         cluster.run(["sacctmgr", "-i", "modify", "qos", "normal", "set",
                      "MaxSubmitJobsPerUser=2"])  # fmt: skip
