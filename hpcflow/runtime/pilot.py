@@ -79,6 +79,12 @@ def plan_pilot(
     threads = profile.threads_per_worker or max(1, cpus_per_node // per_node)
     workers = profile.nodes * per_node
     ntasks = workers + 2
+    # With overcommit the ranks of a node share its cores: SLURM's --overcommit then
+    # allocates one rank's --cpus-per-task per node (and PBS is asked the same), so that
+    # must be the cores the node's workers share, not one worker's threads.
+    rank_cpus = threads
+    if profile.overcommit and profile.cpus_per_node:
+        rank_cpus = max(threads, profile.cpus_per_node)
     interpreter = profile.python or sys.executable
     command = bootstrap_argv(
         profile.launcher,
@@ -98,7 +104,7 @@ def plan_pilot(
         command=command,
         nodes=profile.nodes,
         ntasks=ntasks,
-        cpus_per_task=threads,
+        cpus_per_task=rank_cpus,
         gpus_per_node=gpus,
         memory_per_node=profile.memory_per_node,
         walltime=profile.walltime,

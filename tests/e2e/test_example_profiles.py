@@ -22,11 +22,13 @@ def test_example_profile_renders(profile, hpcflow, example):
         assert "#SBATCH --partition=gpu" in text and "#SBATCH --account=proj-1234" in text
         assert "#SBATCH --gpus-per-node=4" in text or "gpu:4" in text, text
         assert "module load cuda/12.4" in text
+        # Overcommit: the node's 4 GPU workers x 16 threads share the 64 cores asked for.
+        assert "#SBATCH --cpus-per-task=64\n" in text and "#SBATCH --overcommit" in text
     else:
         assert "#PBS -q workq" in text and "#PBS -A PRJ-42" in text
-        # Not yet ncpus=128: with overcommit a pilot asks for one worker's threads per
-        # node (cpus_per_task), not cpus_per_node; a known sizing gap (issue notes).
-        assert "#PBS -l select=4:" in text and "#PBS -l place=scatter:excl" in text
+        # Overcommit: the node's 8 workers x 16 threads share the 128 cores asked for.
+        assert "#PBS -l select=4:ncpus=128:" in text, text
+        assert "#PBS -l place=scatter:excl" in text
     dry = hpcflow("run", str(wf), "--profile", str(profile), "--dry-run")
     assert dry.returncode == 0, dry.output
     assert "pilot allocation:" in dry.stdout and "core-hours" in dry.stdout
