@@ -3,6 +3,10 @@
 Run as a child process by bench/run.py in the work directory:
     python child_floor.py W1 1000     |     python child_floor.py W2 50
 For the DAG a task is submitted as soon as all its dependencies are done.
+
+W3 (Python calls): ProcessPoolExecutor(2), one submit per call (a warm pool of
+two processes, no batching: the floor for one-call-one-task).
+W4 (resume): os.path.exists over the N outputs, nothing to run.
 """
 
 import subprocess
@@ -15,8 +19,40 @@ from workloads import Workload
 SLOTS = 2
 
 
+def inc(x: int) -> int:
+    """The W3 task (same body as bench/workloads.py's W3_SOURCE)."""
+    return x + 1
+
+
+def w3(n: int) -> int:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from workloads import w3_expected_sum
+
+    with ProcessPoolExecutor(SLOTS) as ex:
+        total = sum(f.result() for f in [ex.submit(inc, x) for x in range(n)])
+    if total != w3_expected_sum(n):
+        print(f"floor: W3 sum {total} != {w3_expected_sum(n)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def w4(n: int) -> int:
+    import os
+
+    missing = [t.output for t in Workload("W1", n).tasks() if not os.path.exists(t.output)]
+    if missing:  # all exist: nothing to do
+        print(f"floor: {len(missing)} outputs missing", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main() -> int:
     key, n = sys.argv[1], int(sys.argv[2])
+    if key == "W3":
+        return w3(n)
+    if key == "W4":
+        return w4(n)
     tasks = Workload(key, n).tasks()
     waiting = [len(t.deps) for t in tasks]
     dependents: list[list[int]] = [[] for _ in tasks]

@@ -3,6 +3,8 @@
 Run as a child process by bench/run.py (with the peers venv python) in the
 work directory:  python child_parsl.py W1 1000  |  python child_parsl.py W2 50
 DAG dependencies are passed as AppFutures in ``inputs=``.
+W3 (python child_parsl.py W3 10000): python_app ``inc(x)``; the results'
+sum is checked.
 """
 
 import os
@@ -15,7 +17,7 @@ SLOTS = 2
 
 def main() -> int:
     key, n = sys.argv[1], int(sys.argv[2])
-    tasks = Workload(key, n).tasks()
+    tasks = Workload(key, n).tasks() if key != "W3" else []
     workdir = os.getcwd()
 
     import parsl
@@ -48,9 +50,22 @@ def main() -> int:
     def shell(cmd, inputs=()):
         return cmd
 
+    from parsl.app.app import python_app
+
+    @python_app
+    def inc(x):
+        return x + 1
+
     dfk = parsl.load(config)
     failed = 0
     try:
+        if key == "W3":
+            from workloads import w3_expected_sum
+
+            total = sum(f.result() for f in [inc(x) for x in range(n)])
+            if total != w3_expected_sum(n):
+                print(f"parsl: W3 sum {total} != {w3_expected_sum(n)}", file=sys.stderr)
+                failed = 1
         futs: list = []
         for t in tasks:
             futs.append(shell(t.cmd, inputs=[futs[d] for d in t.deps]))

@@ -39,6 +39,9 @@ class Measurement:
     timed_out: bool = False
     launch_error: str | None = None
     peak_rss_mb: float = 0.0  # summed RSS of the tree, max over samples
+    peak_root_rss_mb: float = 0.0  # the child process itself (hpcflow: the driver), sampled
+    peak_rest_rss_mb: float = 0.0  # the rest of the tree (workers, task processes), sampled
+    root_maxrss_mb: float = 0.0  # the child process's own ru_maxrss (exact, from wait4)
     peak_procs: int = 0
     samples: int = 0
     leftover_procs: int = 0  # still alive after the child exited (killed)
@@ -159,32 +162,50 @@ def run_measured(
         def sampler():
             while not stop.is_set():
                 pids = _session_members(sid, proc.pid, cwd)
-                rss = _tree_rss(pids)
+                root = _tree_rss([proc.pid])
+                rss = _tree_rss([p for p in pids if p != proc.pid]) + root
                 m.samples += 1
                 m.peak_rss_mb = max(m.peak_rss_mb, rss / 2**20)
+                m.peak_root_rss_mb = max(m.peak_root_rss_mb, root / 2**20)
+                m.peak_rest_rss_mb = max(m.peak_rest_rss_mb, (rss - root) / 2**20)
                 m.peak_procs = max(m.peak_procs, len(pids))
                 stop.wait(SAMPLE_INTERVAL)
 
+        # Reap the child with wait4 (not Popen.wait) to get its own rusage: ru_maxrss of
+        # just this process, which RUSAGE_CHILDREN cannot give (it is a max over all).
+        reaped = threading.Event()
+        status: dict[str, object] = {}
+
+        def reaper():
+            _pid, st, ru = os.wait4(proc.pid, 0)
+            status["rc"] = os.waitstatus_to_exitcode(st)
+            status["maxrss_kb"] = ru.ru_maxrss
+            status["t"] = time.perf_counter()
+            reaped.set()
+
         th = threading.Thread(target=sampler, daemon=True)
         th.start()
-        try:
-            m.rc = proc.wait(timeout=timeout)
-            m.wall_s = time.perf_counter() - t0
-        except subprocess.TimeoutExpired:
+        rth = threading.Thread(target=reaper, daemon=True)
+        rth.start()
+        if reaped.wait(timeout):
+            m.wall_s = float(status["t"]) - t0  # type: ignore[arg-type]
+        else:
             m.wall_s = time.perf_counter() - t0
             m.timed_out = True
             try:
                 os.killpg(sid, signal.SIGTERM)
             except OSError:
                 pass
-            try:
-                m.rc = proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
+            if not reaped.wait(3):
                 try:
                     os.killpg(sid, signal.SIGKILL)
                 except OSError:
                     pass
-                m.rc = proc.wait()
+                reaped.wait()
+        rth.join()
+        m.rc = int(status["rc"])  # type: ignore[call-overload]
+        proc.returncode = m.rc  # reaped above; keep Popen from waiting again
+        m.root_maxrss_mb = int(status["maxrss_kb"]) / 1024  # type: ignore[call-overload]
         stop.set()
         th.join()
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -4,6 +4,7 @@ Reports the number of sbatch and status calls, tasks/s and the time from sbatch 
 task starting, and writes them into bench/RESULTS.md (its own section, kept when bench/run.py
 rewrites the file).
 
+    .venv/bin/python bench/pilot.py              # 10,000 tasks (W7)
     .venv/bin/python bench/pilot.py --n 1000,10000
 """
 
@@ -66,8 +67,10 @@ def section(rows: list[dict[str, object]]) -> str:
         "## Pilot mode on the local test SLURM (bench/pilot.py)",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, profile slurm-test (1 node, "
-        "2 CPUs, poll interval 0.5 s backing off to 2 s). Reproduce: "
-        "`.venv/bin/python bench/pilot.py`.",
+        "2 CPUs, poll interval 0.5 s backing off to 2 s); W7 of the benchmark suite: "
+        "`bench/run.py` runs it last. Reproduce alone: `.venv/bin/python bench/pilot.py "
+        "--n N[,N...]` (default 10000). `sbatch → first task` is the time from submitting "
+        "the allocation to the first task starting; squeue/sacct are the status calls.",
         "",
         "| tasks | ok | wall s | tasks/s | sbatch calls | squeue calls | sacct calls | "
         "sbatch → first task s |",
@@ -96,7 +99,7 @@ def write_section(path: Path, text: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", default="1000", help="task counts, comma-separated")
+    ap.add_argument("--n", default="10000", help="task counts, comma-separated (default 10000)")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
     rows = []

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""hpcflow benchmark: hpcflow vs. the no-tool floor, Snakemake and Parsl.
+"""hpcflow benchmark: hpcflow vs. the no-tool floor, Snakemake, Parsl and Dask.
 
 One invocation measures every tool side by side, round-robin across
 repetitions. Each measurement is a fresh child process, timed end to end
 (interpreter start-up included), in a fresh temporary directory; the outputs
-are verified afterwards. See bench/README.md.
+are verified afterwards. W1-W6 are measured here, W7 (pilot mode on the local
+test SLURM) by bench/pilot.py, started from here. See bench/README.md.
 
     bash bench/setup.sh && .venv/bin/python bench/run.py
-    .venv/bin/python bench/run.py --quick          # smoke check, N=200
+    .venv/bin/python bench/run.py --quick          # smoke check, about a minute
 """
 
 from __future__ import annotations
@@ -32,10 +33,29 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 from measure import Measurement, run_measured  # noqa: E402
-from workloads import W2_LAYERS, Workload, hpcflow_yaml, snakefile  # noqa: E402
+from workloads import (  # noqa: E402
+    W2_LAYERS,
+    W3_MODULE,
+    W3_SOURCE,
+    Workload,
+    hpcflow_yaml,
+    snakefile,
+)
 
-TOOLS = ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex"]
-PEERS = ["snakemake", "snakemake_greedy", "parsl_htex"]
+TOOLS = ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex", "dask"]
+PEERS = ["snakemake", "snakemake_greedy", "parsl_htex", "dask"]
+#: The tools each workload is measured with (``--tools`` narrows these).
+TOOLS_FOR = {
+    "W1": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex"],
+    "W2": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex"],
+    "W3": ["floor", "hpcflow", "parsl_htex", "dask"],
+    "W4": ["floor", "hpcflow", "snakemake"],
+    "W5": ["hpcflow", "snakemake"],
+    "W6": ["hpcflow", "snakemake"],
+}
+#: Above this W1 size Snakemake's greedy scheduler is left out unless --tools names it
+#: (it needs far longer than any cap; the default scheduler decides the target).
+GREEDY_MAX_N = 5000
 TOOL_DESC = {
     "floor": "no tool: Python ThreadPool(2) of subprocess.run(['bash','-c',cmd]), "
     "DAG-aware (reference floor)",
@@ -43,13 +63,41 @@ TOOL_DESC = {
     "snakemake": "snakemake --cores 2 -q (default scheduler: ilp)",
     "snakemake_greedy": "snakemake --cores 2 -q --scheduler greedy",
     "parsl_htex": "Parsl bash_app, HighThroughputExecutor + LocalProvider, 2 workers",
+    "dask": "not used for shell tasks",
 }
+TOOL_DESC_FOR = {
+    "W3": {
+        "floor": "no tool: ProcessPoolExecutor(2), one submit per call (reference floor)",
+        "hpcflow": "hpcflow run workflow.yaml --threads 2 --quiet; one task with "
+        "`python: w3mod:inc` and `foreach: {x: {range: [0, N]}}`",
+        "parsl_htex": "Parsl python_app, HighThroughputExecutor + LocalProvider, 2 workers",
+        "dask": "plain Dask: client.map(inc, range(N)) + gather, LocalCluster(2 worker "
+        "processes x 1 thread)",
+    },
+    "W4": {
+        "floor": "no tool: os.path.exists over the N outputs",
+        "hpcflow": "hpcflow run workflow.yaml --threads 2 --quiet, a second time, after a "
+        "complete first run (not timed)",
+        "snakemake": "snakemake --cores 2 -q in a directory where all N outputs exist "
+        "(written before the clock starts; Snakemake has no metadata for them)",
+    },
+    "W5": {
+        "hpcflow": "hpcflow run workflow.yaml --dry-run",
+        "snakemake": "snakemake -n --cores 2 -q (dry run: parse + DAG, nothing runs)",
+    },
+}
+TOOL_DESC_FOR["W6"] = TOOL_DESC_FOR["W5"]
 SLOTS = 2
 
-# Issue targets, checked on W1 at this N.
-TARGET_N = 5000
-TARGET_FLOOR_RATIO = 1.5
-TARGET_SPEEDUP = {"snakemake": 10.0, "parsl_htex": 2.0}
+# Issue targets.
+TARGET_FLOOR_RATIO = {"W1": 1.5, "W2": 2.0}
+TARGET_SPEEDUP = {"snakemake": 20.0, "parsl_htex": 5.0}
+TARGET_W3_TPS = 3000.0
+TARGET_W4_S = 1.0
+TARGET_PLAN = {"W5": (5.0, 500.0), "W6": (60.0, 4096.0)}  # seconds, MB peak RSS
+#: A W1 peer's cap: enough to decide its speed-up target, at most --timeout.
+CAP_MARGIN = 1.25
+CAP_MIN = 30.0
 
 
 # ---------------------------------------------------------------------------
@@ -75,8 +123,32 @@ class Setup:
         self.env_peers["PATH"] = self.peers_bin + os.pathsep + base.get("PATH", "")
         self.env_peers["VIRTUAL_ENV"] = self.peers
 
-    def prepare(self, tool: str, w: Workload, workdir: str) -> tuple[list[str], dict[str, str]]:
-        """Write the tool's input files into workdir; return argv and env."""
+    def prepare(
+        self, tool: str, w: Workload, workdir: str, timeout: float
+    ) -> tuple[list[str], dict[str, str]]:
+        """Write the tool's input files into workdir, do the untimed first run W4
+        needs; return the argv and env to measure."""
+        if w.key == "W4":
+            return self._prepare_w4(tool, w, workdir, timeout)
+        if w.key in ("W5", "W6"):
+            if tool == "hpcflow":
+                with open(os.path.join(workdir, "workflow.yaml"), "w") as fh:
+                    fh.write(hpcflow_yaml(w))
+                return [self.hpcflow, "run", "workflow.yaml", "--dry-run"], self.env_project
+            with open(os.path.join(workdir, "Snakefile"), "w") as fh:
+                fh.write(snakefile(w))
+            return (
+                [os.path.join(self.peers_bin, "snakemake"), "-n", "--cores", str(SLOTS), "-q"],
+                self.env_peers,
+            )
+        if w.key == "W3" and tool == "hpcflow":
+            with open(os.path.join(workdir, W3_MODULE + ".py"), "w") as fh:
+                fh.write(W3_SOURCE)
+        if tool == "dask":
+            return (
+                [self.python, os.path.join(HERE, "child_dask.py"), w.key, str(w.n)],
+                self.env_project,
+            )
         if tool == "floor":
             return (
                 [self.python, os.path.join(HERE, "child_floor.py"), w.key, str(w.n)],
@@ -106,6 +178,39 @@ class Setup:
                 ],
                 self.env_peers,
             )
+        raise ValueError(tool)
+
+    def _prepare_w4(
+        self, tool: str, w: Workload, workdir: str, timeout: float
+    ) -> tuple[list[str], dict[str, str]]:
+        if tool == "hpcflow":
+            with open(os.path.join(workdir, "workflow.yaml"), "w") as fh:
+                fh.write(hpcflow_yaml(w))
+            argv = [self.hpcflow, "run", "workflow.yaml", "--threads", str(SLOTS), "--quiet"]
+            first = subprocess.run(
+                argv,
+                cwd=workdir,
+                env=self.env_project,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+            if first.returncode != 0:
+                raise RuntimeError(f"W4 first run failed: {first.stderr[-400:]}")
+            return argv, self.env_project
+        for t in w.tasks():
+            with open(os.path.join(workdir, t.output), "w") as fh:
+                fh.write(t.content)
+        if tool == "floor":
+            return (
+                [self.python, os.path.join(HERE, "child_floor.py"), w.key, str(w.n)],
+                self.env_project,
+            )
+        if tool == "snakemake":
+            with open(os.path.join(workdir, "Snakefile"), "w") as fh:
+                fh.write(snakefile(w))
+            argv = [os.path.join(self.peers_bin, "snakemake"), "--cores", str(SLOTS), "-q"]
+            return argv, self.env_peers
         raise ValueError(tool)
 
 
@@ -182,6 +287,9 @@ def summarize(records: list[dict]) -> dict:
         out["min"] = Bound(vals[0][0], ">" if vals[0][1] else "=")
     rss = [r["peak_rss_mb"] for r in ok + to if r.get("peak_rss_mb")]
     out["rss"] = statistics.median(rss) if rss else None
+    for key, field_ in (("main_rss", "main_maxrss_mb"), ("rest_rss", "rest_peak_rss_mb")):
+        vals_ = [r[field_] for r in ok + to if r.get(field_)]
+        out[key] = statistics.median(vals_) if vals_ else None
     cpu = [r["cpu_s"] for r in ok if r.get("cpu_s") is not None]
     out["cpu"] = statistics.median(cpu) if cpu else None
     out["timeout_done"] = [(r["done"], r["expected"], r["wall_s"]) for r in to]
@@ -226,7 +334,9 @@ def environment(setup: Setup) -> dict[str, str]:
     proj = _pkg_versions(sys.executable, ["hpcflow", "dask", "distributed", "psutil", "PyYAML"])
     peers_py = os.path.join(setup.peers_bin, "python")
     peers = (
-        _pkg_versions(peers_py, ["snakemake", "parsl", "dask", "psutil", "pulp", "pyzmq"])
+        _pkg_versions(
+            peers_py, ["snakemake", "parsl", "dask", "psutil", "pulp", "pyzmq", "matplotlib"]
+        )
         if os.path.exists(peers_py)
         else {}
     )
@@ -258,8 +368,18 @@ def environment(setup: Setup) -> dict[str, str]:
     except Exception:  # noqa: BLE001
         bash = "?"
     dask = proj.get("dask") or peers.get("dask")
+    cpu = "?"
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
     return {
         "host": f"{platform.system()} {platform.release()} {platform.machine()}",
+        "cpu": cpu,
         "nproc": str(os.cpu_count()),
         "memory": mem_gib,
         "python": f"{platform.python_version()} ({sys.executable})",
@@ -267,7 +387,13 @@ def environment(setup: Setup) -> dict[str, str]:
         "hpcflow": (hv or "not installed") + f" (CLI: {_rel(setup.hpcflow)})",
         "snakemake": peers.get("snakemake", "not installed"),
         "parsl": peers.get("parsl", "not installed"),
-        "dask": (f"{dask} (not benchmarked)" if dask else "not installed"),
+        "dask": (
+            f"{dask}, distributed {proj.get('distributed', '?')} (project venv: hpcflow's "
+            "engine, and plain Dask in W3)"
+            if dask
+            else "not installed"
+        ),
+        "matplotlib": peers.get("matplotlib", "not installed (no plot)"),
         "psutil": proj.get("psutil") or peers.get("psutil", "?"),
         "bash": bash,
     }
@@ -286,18 +412,30 @@ def one_run(
     order: int,
     args: argparse.Namespace,
     run_id: str,
+    cap: float | None = None,
 ) -> dict:
+    """Measure one tool on one workload in a fresh directory; return its JSON record."""
+    cap = args.timeout if cap is None else cap
     root = tempfile.mkdtemp(prefix=f"hpcflow-bench-{tool}-", dir=args.tmpdir)
     workdir = os.path.join(root, "work")
     logdir = os.path.join(root, "log")
     os.makedirs(workdir)
     os.makedirs(logdir)
     tasks = w.tasks()
-    load_before = os.getloadavg()[0]
     argv: list[str] = []
+    before: dict[str, int] = {}
     try:
-        argv, env = setup.prepare(tool, w, workdir)
-        if not os.path.exists(argv[0]):
+        try:
+            argv, env = setup.prepare(tool, w, workdir, args.timeout)
+            prep_error = None
+        except (RuntimeError, subprocess.TimeoutExpired, OSError) as exc:
+            prep_error = f"preparation failed: {exc}"
+        if w.key == "W4":
+            before = _mtimes(tasks, workdir)
+        load_before = os.getloadavg()[0]
+        if prep_error:
+            m = Measurement(argv=argv, launch_error=prep_error)
+        elif not os.path.exists(argv[0]):
             hint = (
                 "the hpcflow CLI is not installed (pip install -e . in the project venv)"
                 if tool == "hpcflow"
@@ -305,20 +443,20 @@ def one_run(
             )
             m = Measurement(argv=argv, launch_error=f"{argv[0]} not found: {hint}")
         else:
-            m = run_measured(argv, workdir, env, args.timeout, logdir)
-        done = _count(tasks, workdir)
+            m = run_measured(argv, workdir, env, cap, logdir)
+        done, check_error = verify(tool, w, tasks, workdir, m, before)
     finally:
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
-    expected = len(tasks)
+    expected = w.ntasks
     if m.launch_error:
         status, error = "failed", m.launch_error
     elif m.timed_out:
-        status, error = "timeout", f"killed after {m.wall_s:.0f} s (cap {args.timeout:g} s)"
+        status, error = "timeout", f"killed after {m.wall_s:.0f} s (cap {cap:g} s)"
     elif m.rc != 0:
         status, error = "failed", f"exit code {m.rc}"
-    elif done != expected:
-        status, error = "failed", f"only {done}/{expected} outputs correct"
+    elif check_error:
+        status, error = "failed", check_error
     else:
         status, error = "ok", ""
     rec = {
@@ -339,12 +477,16 @@ def one_run(
         "rc": m.rc,
         "done": done,
         "expected": expected,
-        "peak_rss_mb": round(m.peak_rss_mb, 1),
+        # sampling can miss a short run's peak; the main process's own max is exact
+        "peak_rss_mb": round(max(m.peak_rss_mb, m.root_maxrss_mb), 1),
+        "main_maxrss_mb": round(m.root_maxrss_mb, 1),
+        "main_peak_rss_mb": round(m.peak_root_rss_mb, 1),
+        "rest_peak_rss_mb": round(m.peak_rest_rss_mb, 1),
         "peak_procs": m.peak_procs,
         "rss_samples": m.samples,
         "leftover_procs_killed": m.leftover_procs,
         "loadavg_before": round(load_before, 2),
-        "timeout_s": args.timeout,
+        "timeout_s": cap,
         "argv": [os.path.basename(a) if os.path.isabs(a) else a for a in argv],
         "error": error,
     }
@@ -352,6 +494,46 @@ def one_run(
         rec["stderr_tail"] = m.stderr_tail[-800:]
         rec["stdout_tail"] = m.stdout_tail[-400:]
     return rec
+
+
+def _mtimes(tasks, workdir: str) -> dict[str, int]:
+    out = {}
+    for t in tasks:
+        try:
+            out[t.output] = os.stat(os.path.join(workdir, t.output)).st_mtime_ns
+        except OSError:
+            pass
+    return out
+
+
+def verify(
+    tool: str, w: Workload, tasks, workdir: str, m: Measurement, before: dict[str, int]
+) -> tuple[int, str]:
+    """(tasks done, error or ""): did the run do what the workload asks, whatever its rc?"""
+    text = m.stdout_tail + "\n" + m.stderr_tail
+    if w.key in ("W1", "W2"):
+        done = _count(tasks, workdir)
+        return done, "" if done == len(tasks) else f"only {done}/{len(tasks)} outputs correct"
+    if w.key == "W3":
+        # floor, Parsl and Dask check the sum of the results themselves (rc != 0 if wrong)
+        if tool == "hpcflow" and f"{w.n} ran, 0 up to date, 0 failed" not in text:
+            return 0, "hpcflow did not report all W3 tasks as run"
+        return (w.n if m.rc == 0 else 0), ""
+    if w.key == "W4":
+        done = _count(tasks, workdir)
+        changed = sum(1 for k, v in _mtimes(tasks, workdir).items() if before.get(k) != v)
+        if done != len(tasks) or changed:
+            return done, f"outputs rewritten or missing: {changed} changed, {done} intact"
+        if tool == "hpcflow" and f"0 ran, {w.n} up to date" not in text:
+            return done, "hpcflow did not report every task up to date"
+        return done, ""
+    # W5, W6: a plan, nothing executed
+    made = _count(tasks, workdir) if w.n <= 200_000 else 0
+    if made:
+        return 0, f"a dry run wrote {made} outputs"
+    if tool == "hpcflow" and f"{w.n} of {w.n} tasks would run" not in text:
+        return 0, "hpcflow's plan does not list every task"
+    return (w.n if m.rc == 0 else 0), ""
 
 
 def _count(tasks, workdir: str) -> int:
@@ -373,91 +555,140 @@ def rotate(seq: list[str], k: int) -> list[str]:
 
 
 def table(w: Workload, recs: list[dict], tools: list[str]) -> tuple[str, dict[str, dict]]:
+    """The markdown table of one workload, and its per-tool summaries."""
     stats = {t: summarize([r for r in recs if r["tool"] == t]) for t in tools}
     floor = stats.get("floor", {}).get("median", Bound(None))
     hpc = stats.get("hpcflow", {}).get("median", Bound(None))
     head = (
         "| tool | ok/runs | wall median s | wall min s | tasks/s | ratio to floor "
-        "| hpcflow speed-up (peer / hpcflow) | peak RSS MB (tree) | CPU s |"
+        "| hpcflow speed-up (peer / hpcflow) | peak RSS MB (tree) "
+        "| main process max RSS MB | rest of tree peak RSS MB | CPU s |"
     )
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 11]
     for t in tools:
         s = stats[t]
         med: Bound = s["median"]
         tps = Bound(float(w.ntasks)) / med if med.value else Bound(None)
         ratio = med / floor if "floor" in stats else Bound(None)
         sp = (med / hpc).fmt("x") if t in PEERS and "hpcflow" in stats else ""
-        if med.value is None:
-            ratio_s = "–"
-        else:
-            ratio_s = ratio.fmt("x")
+        ratio_s = "–" if med.value is None or "floor" not in stats else ratio.fmt("x")
         lines.append(
             f"| {t} | {s['ok']}/{s['runs']} | {wall_text(s)} | {s['min'].fmt()} "
             f"| {tps.fmt(digits=3)} | {ratio_s} | {sp} "
-            f"| {_num(s['rss']) if s['rss'] else '–'} "
+            f"| {_mb(s['rss'])} | {_mb(s['main_rss'])} | {_mb(s['rest_rss'])} "
             f"| {_num(s['cpu']) if s['cpu'] is not None else '–'} |"
         )
     return "\n".join(lines), stats
 
 
-def targets(all_stats: dict[str, dict[str, dict]], w1_ns: list[int]) -> list[str]:
-    key = f"W1 N={TARGET_N}"
-    out = []
-    if key not in all_stats:
-        measured = [n for n in w1_ns if f"W1 N={n}" in all_stats]
-        big = max(measured) if measured else None
-        out.append(
-            f"- N = {TARGET_N} was not measured in this run: targets "
-            "NOT CHECKED" + (f" (indicative check at N = {big} below)" if big else "")
-        )
-        if not big:
-            return out
-        key = f"W1 N={big}"
-        prefix = f"(indicative, N = {big}) "
-    else:
-        prefix = ""
-    st = all_stats[key]
+def _mb(v: float | None) -> str:
+    return _num(v) if v else "–"
 
-    def med(t: str) -> Bound:
+
+def _verdict(value: Bound, limit: float, want: str) -> str:
+    """PASS / FAIL / NOT DECIDED for ``value <= limit`` (want "<=") or ``>=``."""
+    if value.value is None:
+        return "NOT DECIDED"
+    if want == "<=":
+        if value.kind in ("=", "<") and value.value <= limit:
+            return "PASS"
+        if value.kind in ("=", ">") and value.value > limit:
+            return "FAIL"
+    else:
+        if value.kind in ("=", ">") and value.value >= limit:
+            return "PASS"
+        if value.kind in ("=", "<") and value.value < limit:
+            return "FAIL"
+    return "NOT DECIDED"
+
+
+def targets(all_stats: dict[str, dict[str, dict]], pilot: list[dict] | None) -> list[str]:
+    """One line per issue target, with the measured value and PASS / FAIL."""
+    out: list[str] = []
+
+    def med(st: dict[str, dict], t: str) -> Bound:
         return st[t]["median"] if t in st else Bound(None)
 
-    hpc, floor = med("hpcflow"), med("floor")
-    # 1. hpcflow <= 1.5x floor
-    r = hpc / floor
-    if "hpcflow" not in st or "floor" not in st:
-        v = "NOT MEASURED"
-    elif hpc.value is None:
-        v = "FAIL (hpcflow failed)"
-    elif r.value is None:
-        v = "NOT DECIDED"
-    elif r.kind in ("=", "<") and r.value <= TARGET_FLOOR_RATIO:
-        v = "PASS"
-    elif r.kind in ("=", ">") and r.value > TARGET_FLOOR_RATIO:
-        v = "FAIL"
-    else:
-        v = "NOT DECIDED"
-    out.append(f"- {prefix}hpcflow ≤ {TARGET_FLOOR_RATIO}× floor: measured {r.fmt('x')} → **{v}**")
-    # 2./3. speed-ups
-    for peer, need in TARGET_SPEEDUP.items():
-        sp = med(peer) / hpc
-        if "hpcflow" not in st or peer not in st:
-            v = "NOT MEASURED"
-        elif hpc.value is None:
-            v = "FAIL (hpcflow failed)"
-        elif med(peer).value is None:
-            v = f"NOT DECIDED ({peer} failed)"
-        elif sp.value is None:
-            v = "NOT DECIDED"
-        elif sp.kind in ("=", ">") and sp.value >= need:
-            v = "PASS"
-        elif sp.kind in ("=", "<") and sp.value < need:
-            v = "FAIL"
-        else:
-            v = "NOT DECIDED"
-        label = "snakemake (default scheduler)" if peer == "snakemake" else peer
+    def line(text: str, value: str, verdict: str) -> None:
+        out.append(f"- {text}: measured {value} → **{verdict}**")
+
+    for label, st in all_stats.items():
+        key = label.split()[0]
+        hpc, floor = med(st, "hpcflow"), med(st, "floor")
+        if key in TARGET_FLOOR_RATIO and "hpcflow" in st and "floor" in st:
+            r = hpc / floor
+            lim = TARGET_FLOOR_RATIO[key]
+            v = "FAIL (hpcflow failed)" if hpc.value is None else _verdict(r, lim, "<=")
+            line(f"{label}: hpcflow ≤ {lim:g}× floor", r.fmt("x"), v)
+        if key == "W1":
+            for peer, need in TARGET_SPEEDUP.items():
+                if peer not in st or "hpcflow" not in st:
+                    continue
+                sp = med(st, peer) / hpc
+                v = "FAIL (hpcflow failed)" if hpc.value is None else _verdict(sp, need, ">=")
+                note = ""
+                if peer == "parsl_htex" and "floor" in st:
+                    pf = med(st, peer) / floor
+                    note = f" (Parsl is {pf.fmt('x')} the floor itself)"
+                name = "snakemake (default scheduler)" if peer == "snakemake" else peer
+                line(f"{label}: hpcflow ≥ {need:g}× faster than {name}", sp.fmt("x") + note, v)
+        if key == "W3" and "hpcflow" in st:
+            n = int(label.split("=")[1])
+            tps = Bound(float(n)) / hpc if hpc.value else Bound(None)
+            extra = ", ".join(
+                f"{(med(st, p) / hpc).fmt('x')} faster than {p}"
+                for p in ("parsl_htex", "dask")
+                if p in st
+            )
+            line(
+                f"{label}: hpcflow ≥ {TARGET_W3_TPS:g} tasks/s end to end",
+                f"{tps.fmt()} tasks/s" + (f" ({extra})" if extra else ""),
+                _verdict(tps, TARGET_W3_TPS, ">="),
+            )
+        if key == "W4" and "hpcflow" in st:
+            line(
+                f"{label}: resume decided in ≤ {TARGET_W4_S:g} s",
+                hpc.fmt(" s"),
+                _verdict(hpc, TARGET_W4_S, "<="),
+            )
+        if key in TARGET_PLAN and "hpcflow" in st:
+            lim_s, lim_mb = TARGET_PLAN[key]
+            rss = st["hpcflow"]["rss"]
+            sm = med(st, "snakemake")
+            cmp = f"; snakemake -n: {wall_text(st['snakemake'])} s" if "snakemake" in st else ""
+            line(
+                f"{label}: dry-run plan ≤ {lim_s:g} s",
+                hpc.fmt(" s") + cmp,
+                _verdict(hpc, lim_s, "<="),
+            )
+            line(
+                f"{label}: dry-run peak RSS ≤ {lim_mb:g} MB",
+                f"{_mb(rss)} MB"
+                + (
+                    f"; snakemake -n: {_mb(st['snakemake']['rss'])} MB"
+                    if "snakemake" in st and sm.value
+                    else ""
+                ),
+                _verdict(Bound(rss), lim_mb, "<=") if rss else "NOT DECIDED",
+            )
+    big = [lab for lab in all_stats if lab.startswith("W1 ") and "hpcflow" in all_stats[lab]]
+    if big:
+        lab = max(big, key=lambda x: int(x.split("=")[1]))
+        h = all_stats[lab]["hpcflow"]
         out.append(
-            f"- {prefix}hpcflow ≥ {need:g}× faster than {label}: measured {sp.fmt('x')} → **{v}**"
+            f"- {lab}: memory (report only): hpcflow tree peak {_mb(h['rss'])} MB; driver "
+            f"process (CLI + scheduler) max RSS {_mb(h['main_rss'])} MB; workers, nannies "
+            f"and task processes together peak {_mb(h['rest_rss'])} MB"
         )
+    if pilot:
+        for r in pilot:
+            out.append(
+                f"- W7 pilot on the local test SLURM, {r.get('tasks')} tasks (report only): "
+                f"{'ok' if r.get('ok') else 'FAILED'}, {r.get('tasks_per_s')} tasks/s over "
+                f"{r.get('wall_s')} s; {r.get('sbatch_calls')} sbatch, "
+                f"{r.get('squeue_calls')} squeue, {r.get('sacct_calls')} sacct calls; "
+                f"sbatch → first task {r.get('submit_to_first_task_s')} s"
+            )
     return out
 
 
@@ -469,8 +700,30 @@ def command_line() -> str:
     return shlex.join([py, script, *sys.argv[1:]])
 
 
+def tools_for(w: Workload, selected: list[str], explicit: bool) -> list[str]:
+    """The tools that measure ``w``: its own list, narrowed by --tools."""
+    out = [t for t in TOOLS_FOR[w.key] if t in selected]
+    if w.key == "W1" and w.n > GREEDY_MAX_N and not explicit:
+        out = [t for t in out if t != "snakemake_greedy"]
+    return out
+
+
+def tool_desc(key: str, tool: str) -> str:
+    return TOOL_DESC_FOR.get(key, {}).get(tool, TOOL_DESC[tool])
+
+
 def report(
-    args, env_info, load_before, started, took, workloads, tools, recs, cmd, partial=None
+    args: argparse.Namespace,
+    env_info: dict[str, str],
+    load_before: tuple[float, float, float],
+    started: str,
+    took: float,
+    plan: list[tuple[Workload, list[str]]],
+    recs: list[dict],
+    cmd: str,
+    pilot: list[dict] | None,
+    plot: str | None,
+    partial: tuple[int, int] | None = None,
 ) -> tuple[str, str]:
     """Return (markdown, console text)."""
     md = ["# hpcflow benchmark results", ""]
@@ -496,53 +749,92 @@ def report(
         f"{'took:':<21}{took / 60:.1f} min",
     ]
     for k, v in env_info.items():
-        md.append(f"{k + ':':<21}{v}")
+        if not k.startswith("_"):
+            md.append(f"{k + ':':<21}{v}")
     md.append(
         f"{'loadavg:':<21}{load_before[0]:.2f} {load_before[1]:.2f} "
         f"{load_before[2]:.2f} (1/5/15 min, before the runs)"
     )
-    md += [
-        "```",
-        "",
-        "## Method",
-        "",
-        f"- Every measurement is one fresh child process timed end to end "
-        f"(interpreter start-up, imports, executor start/stop, all tasks) in "
-        f"a fresh temporary directory; {args.reps} repetition(s), tools in "
-        f"rotating (round-robin) order each repetition. Time-out per "
-        f"measurement: {args.timeout:g} s; a timed-out run counts as a lower "
-        f"bound (`>`), and so do ratios derived from it.",
-        "- After each run every expected output file is checked (exists, "
-        "right content); a run with a missing or wrong output is failed.",
-        "- `ratio to floor` = median wall / median wall of `floor` in this "
-        "run; `hpcflow speed-up` = peer median wall / hpcflow median wall; "
-        "`tasks/s` = tasks / median wall.",
-        "- `peak RSS` = max over 0.2 s psutil samples of the summed RSS of "
-        "the run's process tree (its session, descendants, and processes "
-        "in its work directory); `CPU s` = user+sys of the processes reaped "
-        "within the tree (daemonised processes such as Parsl's worker pool "
-        "are not included, so Parsl's figure is an undercount).",
-        "- The machine is small and shared: trust ratios within one run, not absolute seconds.",
-        "",
-        "Tools:",
-        "",
-    ]
-    for t in tools:
-        md.append(f"- `{t}`: {TOOL_DESC[t]}")
-    md.append("")
-    console = []
+    if env_info.get("_pressure"):
+        md.append(f"{'CPU pressure:':<21}{env_info['_pressure']} (before the runs)")
+    loads = [r["loadavg_before"] for r in recs]
+    if loads:
+        md.append(
+            f"{'loadavg per run:':<21}min {min(loads):.2f}, median "
+            f"{statistics.median(loads):.2f}, max {max(loads):.2f} (1 min, before each)"
+        )
+    md += ["```", ""]
+    console: list[str] = []
     all_stats: dict[str, dict[str, dict]] = {}
-    for w in workloads:
+    body: list[str] = []
+    for w, tools in sorted(plan, key=lambda wt: (wt[0].key, wt[0].n)):
         wrecs = [r for r in recs if r["label"] == w.label]
         if not wrecs:
             continue
         tbl, stats = table(w, wrecs, tools)
         all_stats[w.label] = stats
-        md += [f"## {w.label}: {w.describe()}", "", tbl, ""]
+        body += [f"## {w.label}: {w.describe()}", "", tbl, ""]
         console += [f"\n{w.label}: {w.describe()}", tbl]
-    tg = targets(all_stats, [w.n for w in workloads if w.key == "W1"])
-    md += ["## Issue targets (W1, N = 5000)", ""] + tg + [""]
-    console += ["\nIssue targets (W1, N = 5000):"] + tg
+    tg = targets(all_stats, pilot)
+    md += ["## Issue targets", ""] + (tg or ["- nothing measured yet"]) + [""]
+    if plot:
+        md += [
+            "## Wall time versus task count",
+            "",
+            f"![wall time versus task count per tool]({plot})",
+            "",
+            "Left: W1 (shell fan-out) end to end; an open marker with an arrow is a "
+            "lower bound (the run hit its cap). Right: W5/W6 planning (dry run) and, for "
+            "reference, W3 (Python calls).",
+            "",
+        ]
+    md += body
+    console += ["\nIssue targets:"] + tg
+    md += [
+        "## Method",
+        "",
+        f"- Every measurement is one fresh child process timed end to end "
+        f"(interpreter start-up, imports, executor start/stop, all tasks) in "
+        f"a fresh temporary directory; {args.reps} repetition(s) of every tool, "
+        f"and in each {args.core_reps} interleaved runs of floor and hpcflow "
+        f"(cheap; medians reported), tools in rotating (round-robin) order "
+        f"(floor and hpcflow first, then the peers, so a peer's cap can follow "
+        f"hpcflow's time). Cap per "
+        f"measurement: {args.timeout:g} s; a W1 peer's cap is lowered to "
+        f"{CAP_MARGIN:g} × its speed-up target × hpcflow's wall (at least "
+        f"{CAP_MIN:g} s): enough to decide the target. A timed-out run counts "
+        f"as a lower bound (`>`), and so do ratios derived from it.",
+        "- After each run the outputs are checked: W1/W2 every output file "
+        "(exists, right content); W3 the sum of the results (hpcflow: its summary "
+        "line says every task ran); W4 every output intact and not rewritten "
+        "(mtime unchanged), hpcflow reports every task up to date; W5/W6 nothing "
+        "written, hpcflow's plan lists every task. A run failing its check is failed.",
+        "- `ratio to floor` = median wall / median wall of `floor` in this "
+        "run; `hpcflow speed-up` = peer median wall / hpcflow median wall; "
+        "`tasks/s` = tasks / median wall.",
+        "- `peak RSS (tree)` = max over 0.2 s psutil samples of the summed RSS of "
+        "the run's process tree (its session, descendants, and processes "
+        "in its work directory). `main process max RSS` = the measured process's "
+        "own ru_maxrss (exact; for hpcflow the driver, which also hosts the Dask "
+        "scheduler); `rest of tree` = peak of the sampled sum of everything else "
+        "(hpcflow: Dask nanny + worker processes and the tasks' bash processes). "
+        "`CPU s` = user+sys of the processes reaped within the tree (daemonised "
+        "processes such as Parsl's worker pool are not included, so Parsl's figure "
+        "is an undercount).",
+        "- The machine is small and shared: trust ratios within one run, not absolute seconds.",
+        "",
+        "Tools:",
+        "",
+    ]
+    seen: set[tuple[str, str]] = set()
+    for w, tools in plan:
+        group = w.key if w.key in TOOL_DESC_FOR else "W1/W2"
+        for t in tools:
+            if (group, t) in seen:
+                continue
+            seen.add((group, t))
+            md.append(f"- {group} `{t}`: {tool_desc(w.key, t)}")
+    md.append("")
     errs = [r for r in recs if r["status"] != "ok"]
     md += ["## Errors, time-outs, failed checks", ""]
     if not errs:
@@ -552,7 +844,7 @@ def report(
         tail = tail.splitlines()[-6:] if tail else []
         md.append(
             f"- {r['label']} {r['tool']} rep {r['rep']}: {r['status']}: "
-            f"{r['error']}; {r['done']}/{r['expected']} outputs done"
+            f"{r['error']}; {r['done']}/{r['expected']} done"
         )
         if tail and r["status"] == "failed":
             md += ["  ```"] + [f"  {x}" for x in tail] + ["  ```"]
@@ -560,28 +852,113 @@ def report(
     return "\n".join(md), "\n".join(console)
 
 
+def peer_cap(w: Workload, tool: str, recs: list[dict], rep: int, timeout: float) -> float:
+    """A W1 peer's cap: long enough to decide its speed-up target against hpcflow's wall
+    in this repetition, never more than --timeout."""
+    if w.key == "W6" and tool != "hpcflow":
+        # The 1M-task plan: a peer gets as long as hpcflow's target allows it.
+        return min(timeout, TARGET_PLAN["W6"][0])
+    need = TARGET_SPEEDUP.get("snakemake" if tool.startswith("snakemake") else tool)
+    if w.key != "W1" or need is None:
+        return timeout
+    hpc = [
+        r["wall_s"]
+        for r in recs
+        if r["label"] == w.label and r["tool"] == "hpcflow" and r["rep"] == rep and r["ok"]
+    ]
+    if not hpc:
+        return timeout
+    return min(timeout, max(CAP_MIN, CAP_MARGIN * need * statistics.median(hpc)))
+
+
+def run_pilot(args: argparse.Namespace) -> tuple[list[dict], str]:
+    """W7: run bench/pilot.py (it writes its own section of the report); its rows."""
+    if os.geteuid() != 0:
+        return [], "W7 skipped: the local test SLURM needs root"
+    argv = [sys.executable, os.path.join(HERE, "pilot.py"), "--n", args.pilot_n, "--out", args.out]
+    try:
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=args.pilot_timeout)
+    except subprocess.TimeoutExpired:
+        return [], f"W7 timed out after {args.pilot_timeout:g} s"
+    rows = []
+    for ln in res.stdout.splitlines():
+        if ln.startswith("{"):
+            try:
+                rows.append(json.loads(ln))
+            except ValueError:
+                pass
+    err = "" if res.returncode == 0 else f"W7 exit code {res.returncode}: {res.stderr[-600:]}"
+    return rows, err
+
+
+def make_plot(args: argparse.Namespace, recs: list[dict]) -> str | None:
+    """Draw the PNG with bench/plot.py (matplotlib, from the peers venv or this python)."""
+    data = [
+        {k: r[k] for k in ("workload", "ntasks", "tool", "wall_s", "status", "rep")}
+        for r in recs
+        if r["status"] in ("ok", "timeout")
+    ]
+    if not data:
+        return None
+    png = os.path.splitext(args.out)[0] + ".png"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump(data, fh)
+        src = fh.name
+    try:
+        for py in (os.path.join(args.peers_venv, "bin", "python"), sys.executable):
+            if not os.path.exists(py):
+                continue
+            res = subprocess.run(
+                [py, os.path.join(HERE, "plot.py"), src, png],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if res.returncode == 0:
+                return os.path.basename(png)
+        print("bench: no plot (matplotlib missing? run bash bench/setup.sh)", file=sys.stderr)
+        return None
+    finally:
+        os.unlink(src)
+
+
 # ---------------------------------------------------------------------------
+
+
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7"]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--n", default="1000,5000", help="W1 sizes (default 1000,5000)")
+    ap.add_argument("--n", default="1000,5000,20000", help="W1 sizes (default 1000,5000,20000)")
     ap.add_argument(
         "--layers", type=int, default=W2_LAYERS, help=f"W2 layers of 20 tasks (default {W2_LAYERS})"
     )
-    ap.add_argument("--only", default="W1,W2", help="workloads (default W1,W2)")
-    ap.add_argument("--tools", default=",".join(TOOLS), help=f"tools (default {','.join(TOOLS)})")
+    ap.add_argument("--w3-n", type=int, default=10000, help="W3 Python calls (default 10000)")
+    ap.add_argument("--w4-n", type=int, default=5000, help="W4 resumed run size (default 5000)")
+    ap.add_argument("--w5-n", type=int, default=100_000, help="W5 sweep size (default 100000)")
+    ap.add_argument("--w6-n", type=int, default=1_000_000, help="W6 sweep size (default 1000000)")
+    ap.add_argument("--pilot-n", default="10000", help="W7 pilot task counts (default 10000)")
+    ap.add_argument("--pilot-timeout", type=float, default=600.0, help="W7 cap, seconds")
+    ap.add_argument("--only", default=",".join(ALL_WORKLOADS), help="workloads (default W1,...,W7)")
+    ap.add_argument("--tools", default=None, help=f"tools (default: all of {','.join(TOOLS)})")
     ap.add_argument("--reps", type=int, default=1, help="repetitions (default 1)")
     ap.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds per measurement (default 300)"
+        "--core-reps",
+        type=int,
+        default=3,
+        help="floor and hpcflow runs per repetition, interleaved (default 3; medians)",
+    )
+    ap.add_argument(
+        "--timeout", type=float, default=240.0, help="cap per measurement, s (default 240)"
     )
     ap.add_argument(
         "--quick",
         action="store_true",
-        help="smoke check: W1 N=200 and W2 10x20 only; report goes "
-        "to bench/RESULTS-quick.md unless --out is given",
+        help="smoke check, small sizes: W1 N=200, W2 10x20, W3 500, W4 200, W5 2000, "
+        "W6 5000, no W7; report goes to bench/RESULTS-quick.md unless --out is given",
     )
     ap.add_argument("--out", default=None, help="markdown report (default bench/RESULTS.md)")
     ap.add_argument(
@@ -599,15 +976,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directories")
     args = ap.parse_args(argv)
 
-    tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    bad = [t for t in tools if t not in TOOLS]
+    explicit = args.tools is not None
+    selected = [t.strip() for t in (args.tools or ",".join(TOOLS)).split(",") if t.strip()]
+    bad = [t for t in selected if t not in TOOLS]
     if bad:
         ap.error(f"unknown tool(s) {bad}; choose from {TOOLS}")
     only = {x.strip().upper() for x in args.only.split(",") if x.strip()}
-    if only - {"W1", "W2"}:
-        ap.error("--only takes W1 and/or W2")
+    if only - set(ALL_WORKLOADS):
+        ap.error(f"--only takes some of {','.join(ALL_WORKLOADS)}")
     if args.quick:
         ns, layers = [200], 10
+        args.w3_n, args.w4_n, args.w5_n, args.w6_n = 500, 200, 2000, 5000
+        args.core_reps = 1
+        only.discard("W7")
     else:
         ns, layers = [int(x) for x in args.n.split(",") if x.strip()], args.layers
     if args.out is None:
@@ -617,8 +998,14 @@ def main(argv: list[str] | None = None) -> int:
         workloads += [Workload("W1", n) for n in ns]
     if "W2" in only:
         workloads.append(Workload("W2", layers))
-
-    if not workloads or not tools:
+    for key, n in (("W3", args.w3_n), ("W4", args.w4_n), ("W5", args.w5_n), ("W6", args.w6_n)):
+        if key in only:
+            workloads.append(Workload(key, n))
+    plan = [(w, tools_for(w, selected, explicit)) for w in workloads]
+    plan = [(w, t) for w, t in plan if t]
+    # The big W1 last (before W7): an interrupted run still has every other workload.
+    plan.sort(key=lambda wt: wt[0].key == "W1" and wt[0].n > GREEDY_MAX_N)
+    if not plan and "W7" not in only:
         ap.error("nothing to run")
     setup = Setup(args)
     cmd = command_line()
@@ -626,22 +1013,58 @@ def main(argv: list[str] | None = None) -> int:
     started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     env_info = environment(setup)
     load_before = os.getloadavg()
+    try:
+        with open("/proc/pressure/cpu") as fh:
+            env_info["_pressure"] = "some " + fh.readline().split()[1]  # avg10=...: % stalled
+    except (OSError, IndexError):
+        pass
+    total = args.reps * sum(
+        len(t) + (args.core_reps - 1) * len([x for x in t if x in ("floor", "hpcflow")])
+        for _, t in plan
+    )
     print(
-        f"bench: run {run_id}; {len(workloads)} workload(s) x {len(tools)} tool(s) "
-        f"x {args.reps} rep(s); loadavg {load_before[0]:.2f}; timeout "
+        f"bench: run {run_id}; {total} measurement(s)"
+        f"{' + W7' if 'W7' in only else ''}; loadavg {load_before[0]:.2f}; cap "
         f"{args.timeout:g} s",
         file=sys.stderr,
     )
     t_start = time.perf_counter()
     recs: list[dict] = []
-    total = len(workloads) * len(tools) * args.reps
+    pilot: list[dict] | None = None
+    plot: str | None = None
     k = 0
     os.makedirs(os.path.dirname(os.path.abspath(args.jsonl)), exist_ok=True)
+
+    def write(partial: tuple[int, int] | None) -> str:
+        md, console = report(
+            args,
+            env_info,
+            load_before,
+            started,
+            time.perf_counter() - t_start,
+            plan,
+            recs,
+            cmd,
+            pilot,
+            plot,
+            partial=partial,
+        )
+        kept = _kept_sections(args.out)
+        with open(args.out, "w") as fh:
+            fh.write(md + kept)
+        return console
+
     for rep in range(args.reps):
-        for wi, w in enumerate(workloads):
-            for order, tool in enumerate(rotate(tools, rep + wi)):
+        for wi, (w, tools) in enumerate(plan):
+            first = [t for t in tools if t in ("floor", "hpcflow")]
+            rest = [t for t in tools if t not in ("floor", "hpcflow")]
+            # floor and hpcflow are cheap: --core-reps interleaved pairs of them
+            order_ = [t for r in range(args.core_reps) for t in rotate(first, rep + wi + r)]
+            order_ += rotate(rest, rep + wi)
+            for order, tool in enumerate(order_):
                 k += 1
-                rec = one_run(setup, tool, w, rep, order, args, run_id)
+                cap = peer_cap(w, tool, recs, rep, args.timeout)
+                rec = one_run(setup, tool, w, rep, order, args, run_id, cap)
                 rec["quick"] = args.quick
                 recs.append(rec)
                 with open(args.jsonl, "a") as fh:
@@ -657,34 +1080,48 @@ def main(argv: list[str] | None = None) -> int:
                         msg += "\n      " + "\n      ".join(tail[-3:])
                 print(msg, file=sys.stderr, flush=True)
                 # keep the report current, so an interrupted run leaves one
-                md, console = report(
-                    args,
-                    env_info,
-                    load_before,
-                    started,
-                    time.perf_counter() - t_start,
-                    workloads,
-                    tools,
-                    recs,
-                    cmd,
-                    partial=(k, total) if k < total else None,
-                )
-                with open(args.out, "w") as fh:
-                    fh.write(md + _kept_sections(args.out))
+                write((k, total) if k < total or "W7" in only else None)
+    plot = make_plot(args, recs)
+    if "W7" in only:
+        print(f"bench: W7 pilot, {args.pilot_n} tasks, local test SLURM", file=sys.stderr)
+        pilot, err = run_pilot(args)
+        if err:
+            print(f"bench: {err}", file=sys.stderr)
+            pilot = pilot or [{"tasks": args.pilot_n, "ok": False, "error": err}]
+    console = write(None)
     print(console)
     print(f"\nwrote {_rel(args.out)}; raw results appended to {_rel(args.jsonl)}")
     return 0
 
 
+#: Sections of older reports that a new run replaces (not kept).
+DROPPED_SECTIONS = {"w1-reps"}
+
+
 def _kept_sections(path: str) -> str:
-    """Sections other benchmarks own (e.g. bench/pilot.py), kept across rewrites."""
+    """Sections other scripts own (bench/pilot.py's, the GPU check's, ...), kept across
+    rewrites: every ``<!-- section:NAME -->`` ... ``<!-- /section:NAME -->`` block."""
     try:
         with open(path) as fh:
             old = fh.read()
     except OSError:
         return ""
-    start = old.find("<!-- section:")
-    return "\n" + old[start:] if start >= 0 else ""
+    kept = []
+    pos = 0
+    while True:
+        start = old.find("<!-- section:", pos)
+        if start < 0:
+            break
+        name = old[start + len("<!-- section:") : old.find("-->", start)].strip()
+        end_tag = f"<!-- /section:{name} -->"
+        end = old.find(end_tag, start)
+        if end < 0:
+            break
+        end += len(end_tag)
+        if name not in DROPPED_SECTIONS:
+            kept.append(old[start:end])
+        pos = end
+    return "".join("\n" + k + "\n" for k in kept)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,11 @@ W1: N independent shell tasks ``echo i > out_i.txt``.
 W2: layered DAG, ``layers`` x ``width`` tasks; task (l, j) depends on
     (l-1, j) and (l-1, (j+1) % width) and runs
     ``test -s IN1 && test -s IN2 && echo l_j > OUT`` (layer 0: just echo).
+W3: N Python-function tasks ``inc(x) = x + 1``, x = 0..N-1; the driver
+    checks the sum of the results.
+W4: resume of a finished W1 run of N tasks: every output exists, nothing to do.
+W5, W6: planning (dry run, nothing executes) of the W1 fan-out of N tasks;
+    W5 is the 100k sweep, W6 the 1M sweep.
 """
 
 from __future__ import annotations
@@ -30,28 +35,45 @@ class Task:
 
 @dataclass(frozen=True)
 class Workload:
-    key: str  # "W1" or "W2"
-    n: int  # W1: number of tasks; W2: number of layers
+    key: str  # "W1" ... "W6"
+    n: int  # W2: number of layers; otherwise the number of tasks
     width: int = W2_WIDTH
 
     @property
     def label(self) -> str:
-        if self.key == "W1":
-            return f"W1 N={self.n}"
-        return f"W2 {self.n}x{self.width}"
+        if self.key == "W2":
+            return f"W2 {self.n}x{self.width}"
+        return f"{self.key} N={self.n}"
 
     @property
     def ntasks(self) -> int:
-        return self.n if self.key == "W1" else self.n * self.width
+        return self.n * self.width if self.key == "W2" else self.n
+
+    @property
+    def shell_key(self) -> str:
+        """The shell workload whose files this one uses (W4-W6 reuse W1's fan-out)."""
+        return "W2" if self.key == "W2" else "W1"
 
     def tasks(self) -> list[Task]:
-        if self.key == "W1":
-            return w1_tasks(self.n)
-        return w2_tasks(self.n, self.width)
+        """The shell tasks (W1, W2; W4-W6 use W1's); W3 has none."""
+        if self.key == "W2":
+            return w2_tasks(self.n, self.width)
+        if self.key == "W3":
+            return []
+        return w1_tasks(self.n)
 
     def describe(self) -> str:
         if self.key == "W1":
             return f"{self.n} independent shell tasks `echo i > out_i.txt`, 2 slots"
+        if self.key == "W3":
+            return f"{self.n} Python-function tasks `inc(x) = x + 1`, 2 slots"
+        if self.key == "W4":
+            return (
+                f"resume of a finished W1 run of {self.n} tasks (every output exists, "
+                "nothing to do); the first run is not timed"
+            )
+        if self.key in ("W5", "W6"):
+            return f"planning a {self.n}-task sweep (W1 fan-out), dry run: nothing executes"
         return (
             f"layered DAG, {self.n} layers x {self.width} tasks = "
             f"{self.ntasks} shell tasks; (l, j) needs (l-1, j) and "
@@ -134,9 +156,35 @@ def _q(s: str) -> str:
     return json.dumps(s)
 
 
+W3_MODULE = "w3mod"
+W3_SOURCE = '''"""W3 benchmark task: the cheapest useful Python call."""
+
+
+def inc(x):
+    return x + 1
+'''
+
+
+def w3_expected_sum(n: int) -> int:
+    """Sum of inc(x) over x = 0..n-1."""
+    return n * (n - 1) // 2 + n
+
+
 def hpcflow_yaml(w: Workload) -> str:
     """hpcflow workflow file for the workload."""
-    if w.key == "W1":
+    if w.key == "W3":
+        return "\n".join(
+            [
+                "name: w3",
+                "tasks:",
+                "  - name: inc",
+                "    foreach:",
+                f"      x: {{range: [0, {w.n}]}}",
+                f"    python: {W3_MODULE}:inc",
+                "",
+            ]
+        )
+    if w.shell_key == "W1":
         return "\n".join(
             [
                 "name: w1",
@@ -166,7 +214,7 @@ def hpcflow_yaml(w: Workload) -> str:
 
 def snakefile(w: Workload) -> str:
     """Snakefile: one wildcard rule; files are the DAG edges."""
-    if w.key == "W1":
+    if w.shell_key == "W1":
         return f"""\
 N = {w.n}
 

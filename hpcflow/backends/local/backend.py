@@ -58,6 +58,10 @@ class LocalCluster:
                 "distributed.scheduler.allowed-failures": 2,
                 # fork starts a worker in ~0.1 s where spawn re-imports everything (~0.5 s).
                 "distributed.worker.multiprocessing-method": "fork",
+                # The statistical profiler (a 10 ms sampling thread per worker) only feeds
+                # the dashboard, which the embedded cluster does not start: about 9 % of
+                # a worker's CPU on tiny tasks (py-spy, bench W1).
+                "distributed.worker.profile.enabled": False,
             }
         )
         self._cluster = DaskLocalCluster(
