@@ -22,6 +22,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO))
 
+from sections import markers, write_section  # noqa: E402  (bench/)
+
 from hpcflow.backends._commands import CommandRunner  # noqa: E402
 from hpcflow.backends.slurm.backend import SlurmBackend  # noqa: E402
 from hpcflow.runtime.pilot import run_pilot  # noqa: E402
@@ -30,7 +32,7 @@ from hpcflow.runtime.run import RunOptions, prepare  # noqa: E402
 from hpcflow.settings import resolve_profile  # noqa: E402
 from tests.slurm_cluster import start_cluster  # noqa: E402
 
-START, END = "<!-- section:pilot -->", "<!-- /section:pilot -->"
+START, END = markers("pilot")
 
 
 def measure(n: int, cluster, workdir: Path) -> dict[str, object]:
@@ -86,17 +88,6 @@ def section(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else "# Benchmark results\n"
-    if START in old and END in old:
-        before, rest = old.split(START, 1)
-        after = rest.split(END, 1)[1].lstrip("\n")
-        new = before + text + after
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="10000", help="task counts, comma-separated (default 10000)")
@@ -113,7 +104,7 @@ def main() -> int:
                 rows.append(row)
         finally:
             cluster.stop()
-    write_section(Path(args.out), section(rows))
+    write_section(Path(args.out), section(rows), "pilot")
     print(f"wrote {args.out}")
     return 0 if all(r["ok"] for r in rows) else 1
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create bench/.venv-peers with the peer tools used by bench/run.py.
+# Create bench/.venv-peers with the peer tools used by bench/run.py (and matplotlib,
+# which bench/plot.py draws the report's PNG with).
 # Idempotent: re-running only installs what is missing.
 set -euo pipefail
 
@@ -12,12 +13,13 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
 fi
 
+"$venv/bin/python" -c "import snakemake_executor_plugin_slurm" 2>/dev/null || "$venv/bin/python" -m pip install -qq --disable-pip-version-check "snakemake-executor-plugin-slurm>=2,<3"  # bench/snakemake_plugin.py
 # Already complete? Then do nothing (no network needed).
 if "$venv/bin/python" - <<'PY' 2>/dev/null
 import importlib.metadata as md
 v = md.version("snakemake")
 assert v.split(".")[0] == "9", v
-for pkg in ("parsl", "psutil"):
+for pkg in ("parsl", "psutil", "matplotlib"):
     md.version(pkg)
 PY
 then
@@ -25,12 +27,12 @@ then
     exit 0
 fi
 
-echo "bench/setup.sh: installing snakemake 9.x, parsl, psutil into $venv (quiet)"
+echo "bench/setup.sh: installing snakemake 9.x, parsl, psutil, matplotlib into $venv (quiet)"
 "$venv/bin/python" -m pip install -qq --disable-pip-version-check --upgrade pip
 "$venv/bin/python" -m pip install -qq --disable-pip-version-check \
-    "snakemake>=9,<10" parsl psutil
+    "snakemake>=9,<10" parsl psutil matplotlib
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md
 print("bench/setup.sh: done:", ", ".join(
-    f"{p} {md.version(p)}" for p in ("snakemake", "parsl", "psutil")))
+    f"{p} {md.version(p)}" for p in ("snakemake", "parsl", "psutil", "matplotlib")))
 PY

@@ -23,7 +23,13 @@ from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 from hpcflow.backends.local.backend import LocalCapacity
 from hpcflow.errors import HpcflowError
 from hpcflow.runtime.calls import Outcome
-from snakemake_executor_plugin_hpcflow.session import LocalSession, PilotSession, Session
+from snakemake_executor_plugin_hpcflow.record import Ended
+from snakemake_executor_plugin_hpcflow.session import (
+    ElasticSession,
+    LocalSession,
+    PilotSession,
+    Session,
+)
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
 
@@ -77,15 +83,6 @@ class Executor(RemoteExecutor):
         self.settings: ExecutorSettings = (
             settings if isinstance(settings, ExecutorSettings) else ExecutorSettings()
         )
-        if self.settings.mode == "elastic":
-            raise WorkflowError(
-                str(
-                    HpcflowError(
-                        "--hpcflow-mode elastic is not available yet",
-                        hint="use --hpcflow-mode local (the default) or pilot",
-                    )
-                )
-            )
         self.session: Session | None = None
         self._noted: set[tuple[str, str]] = set()
         # The futures live in this process: checking them is free, so check often.
@@ -121,22 +118,30 @@ class Executor(RemoteExecutor):
             )
             session.check_fits(task)
         except HpcflowError as exc:
+            session.record_error(str(exc))
             raise WorkflowError(str(exc)) from None
         self._note_placement(session, task)
         call = session.call_for(task, self.format_job_exec(job))
+        row = session.record_started(task)
         future = session.submit(task, call)
         self.report_job_submission(
             SubmittedJobInfo(
                 job=job,
                 external_jobid=str(future.key),
-                aux={"future": future, "task": task, "stdout": call.stdout, "stderr": call.stderr},
+                aux={
+                    "future": future,
+                    "task": task,
+                    "row": row,
+                    "stdout": call.stdout,
+                    "stderr": call.stderr,
+                },
             )
         )
 
     def _note_placement(self, session: Session, task: TaskRequest) -> None:
         """Say once per value when a job asks for a partition or account other than the
         allocation's: every job runs in the one allocation, shaped by the profile/flags."""
-        if not isinstance(session, PilotSession):
+        if not isinstance(session, (PilotSession, ElasticSession)):
             return
         for what, wanted, actual in (
             ("partition", task.partition, session.profile.partition),
@@ -146,22 +151,40 @@ class Executor(RemoteExecutor):
                 continue
             self._noted.add((what, wanted))
             self.logger.warning(
-                f"{task.task_id} asks for slurm_{what} {wanted!r}; it runs in the hpcflow "
-                f"allocation ({what} {actual or 'default'}). Use --hpcflow-{what} to choose "
-                "the allocation's."
+                f"{task.task_id} asks for slurm_{what} {wanted!r}; it runs on the hpcflow "
+                f"cluster's batch jobs ({what} {actual or 'default'}). Use --hpcflow-{what} "
+                "to choose theirs."
             )
 
     async def check_active_jobs(
         self, active_jobs: list[SubmittedJobInfo]
     ) -> AsyncGenerator[SubmittedJobInfo, None]:
-        """Report finished jobs to Snakemake; yield those still running."""
+        """Record and report finished jobs; yield those still running."""
+        # Snakemake starts its status thread before __post_init__ has run.
+        session: Session | None = getattr(self, "session", None)
+        broken = session.failure() if session is not None and active_jobs else None
+        if broken is not None:
+            # No job will ever run (e.g. no worker job can be submitted): fail them all.
+            for job_info in active_jobs:
+                self.report_job_error(job_info, msg=broken)
+            return
+        running: list[SubmittedJobInfo] = []
+        finished: list[tuple[SubmittedJobInfo, Outcome | None]] = []
         for job_info in active_jobs:
-            aux: dict[str, Any] = job_info.aux or {}
-            future = aux["future"]
-            if not future.done():
-                yield job_info
-                continue
-            outcome = _outcome(future)
+            future = (job_info.aux or {})["future"]
+            if future.done():
+                finished.append((job_info, _outcome(future)))
+            else:
+                running.append(job_info)
+        if finished and session is not None:
+            # One transaction for all of them, before Snakemake hears of any.
+            ended = []
+            for info, outcome in finished:
+                aux = info.aux or {}
+                ended.append(Ended(aux["row"], aux["task"].attempt, outcome))
+            session.record_ended(ended)
+        for job_info, outcome in finished:
+            aux = job_info.aux or {}
             if outcome is not None and outcome.state == "succeeded":
                 self.report_job_success(job_info)
                 continue
@@ -172,15 +195,19 @@ class Executor(RemoteExecutor):
                     aux["stdout"],
                     aux["stderr"],
                     outcome,
-                    self.session.where_to_look() if self.session else "",
+                    session.where_to_look() if session else "",
                 ),
             )
+        for job_info in running:
+            yield job_info
 
     def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]) -> None:
         """Cancel the jobs' futures and kill their processes (Ctrl-C, or a failed run)."""
         if self.session is None:
             return
         futures = [info.aux["future"] for info in active_jobs if info.aux]
+        if futures:
+            self.session.cancelled = True
         self.session.cancel(futures)
 
     def shutdown(self) -> None:
@@ -193,7 +220,8 @@ class Executor(RemoteExecutor):
 
 
 def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:
-    """The session for ``settings.mode``: a local cluster, or one pilot allocation."""
+    """The session for ``settings.mode``: a local cluster, one pilot allocation, or an
+    elastic cluster of worker jobs."""
     snakefile = str(workflow.main_snakefile)
     if settings.mode == "local":
         return LocalSession(workdir, snakefile, LocalCapacity.detect(None, None))
@@ -212,11 +240,13 @@ def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Se
     profile = resolve_profile(name, overrides=overrides, flags=flags).profile
     if profile.backend == "local":
         raise HpcflowError(
-            f"--hpcflow-mode pilot needs a batch profile; {profile.name!r} is local",
+            f"--hpcflow-mode {settings.mode} needs a batch profile; {profile.name!r} is local",
             hint="pass --hpcflow-profile slurm (or pbs, or your site's profile), or use "
             "--hpcflow-mode local",
         )
     backend = get_backend(profile.backend, profile=profile)
+    if settings.mode == "elastic":
+        return ElasticSession(workdir, snakefile, profile, backend)
     return PilotSession(workdir, snakefile, profile, backend)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcflow import __version__
+from hpcflow.backends.base import AllocationState
 from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
 from hpcflow.backends.poller import Poller
 from hpcflow.errors import AllocationFailed, HpcflowError
@@ -28,11 +29,14 @@ from hpcflow.runtime.execute import kill_running, run_chunk
 from hpcflow.runtime.run import new_run_id
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths, StateRoot
+from snakemake_executor_plugin_hpcflow.record import Ended, RunRecord
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 
 if TYPE_CHECKING:
     from hpcflow.backends.base import Backend
     from hpcflow.bootstrap.config import PilotConfig
+    from hpcflow.runtime.elastic_plan import ElasticPlan
+    from hpcflow.runtime.elastic_watch import SubmitFailures, WorkerWatch
     from hpcflow.settings.profile import Profile
 
 log = logging.getLogger(__name__)
@@ -42,26 +46,34 @@ class CapacityError(HpcflowError):
     """A job asks for more than any worker of the session's cluster offers."""
 
 
-def create_run_dir(workdir: Path, mode: str, snakefile: str) -> tuple[str, RunPaths]:
-    """A fresh run directory under ``WORKDIR/.hpcflow/runs/`` with its ``run.json``."""
+def create_run_dir(
+    workdir: Path, mode: str, snakefile: str, backend: str
+) -> tuple[str, RunPaths, RunRecord]:
+    """A fresh run directory under ``WORKDIR/.hpcflow/runs/`` with its ``run.json`` and
+    ``state.sqlite``, listed in the per-user index of runs (``hpcflow runs``)."""
     run_id = new_run_id()
     paths = RunPaths(StateRoot(workdir / ".hpcflow").runs / run_id)
     paths.run_dir.mkdir(parents=True, mode=0o700)
+    workflow = str((workdir / snakefile).resolve())
+    started = time.time()
     write_json_atomic(
         paths.run_info,
         {
             "run_id": run_id,
-            "workflow": snakefile,
+            "workflow": workflow,
             "engine": "snakemake",
             "mode": mode,
-            "started": time.time(),
+            "backend": backend,
+            "started": started,
             "pid": os.getpid(),
             "host": socket.gethostname(),
             "hpcflow": __version__,
             "base_dir": str(workdir),
         },
     )
-    return run_id, paths
+    record = RunRecord(paths)
+    record.create(run_id, workflow, mode, backend, started)
+    return run_id, paths, record
 
 
 class Session:
@@ -76,6 +88,10 @@ class Session:
         self.run_id = ""
         self.paths: RunPaths | None = None
         self.client: Any = None
+        #: The run's state.sqlite (what `hpcflow runs` and `hpcflow status` read).
+        self.record: RunRecord | None = None
+        #: True once Snakemake cancelled running jobs (Ctrl-C, or it gave up after a failure).
+        self.cancelled = False
         self._closed = False
         self._lock = threading.Lock()
         self._counter = 0
@@ -93,7 +109,21 @@ class Session:
                 return
             self._closed = True
         atexit.unregister(self.close)
-        self._release()
+        try:
+            self._release()
+        finally:
+            self._finish_record()
+
+    def _finish_record(self) -> None:
+        """Jobs still running were killed with the cluster; then the run's final status."""
+        if self.record is None:
+            return
+        try:
+            self.record.cancel_running()
+            status = self.record.finish(self.cancelled)
+            log.info("hpcflow run %s %s", self.run_id, status)
+        except Exception as exc:  # sqlite3 errors: the run's result stands without them
+            log.warning("could not record the end of run %s: %s", self.run_id, exc)
 
     def _release(self) -> None:
         raise NotImplementedError
@@ -101,6 +131,10 @@ class Session:
     def where_to_look(self) -> str:
         """Extra logs worth reading when a job was lost (its worker or cluster went away)."""
         return ""
+
+    def failure(self) -> str | None:
+        """Why the cluster will never run the jobs sent to it, or None while it can."""
+        return None
 
     # -- capacity ---------------------------------------------------------------------------
 
@@ -132,6 +166,26 @@ class Session:
             )
 
     # -- jobs -------------------------------------------------------------------------------
+
+    def record_started(self, task: TaskRequest) -> int:
+        """Record that ``task`` is sent to the cluster; returns its row in state.sqlite."""
+        if self.record is None:
+            raise RuntimeError("the session has not been started")
+        return self.record.started(task)
+
+    def record_ended(self, finished: list[Ended]) -> None:
+        """Record finished attempts (a failure to write is logged, not raised)."""
+        if self.record is None or not finished:
+            return
+        try:
+            self.record.ended(finished)
+        except Exception as exc:  # sqlite3 errors must not fail the Snakemake run
+            log.warning("could not record %d finished jobs: %s", len(finished), exc)
+
+    def record_error(self, message: str) -> None:
+        """Record why the run fails although no job failed (e.g. a job no worker fits)."""
+        if self.record is not None:
+            self.record.error(message)
 
     def call_for(self, task: TaskRequest, command: str) -> TaskCall:
         """The call that runs ``command`` for ``task``, its logs in ``RUN_DIR/tasks/SLUG/``."""
@@ -194,7 +248,9 @@ class LocalSession(Session):
         self._cluster: LocalCluster | None = None
 
     def start(self) -> None:
-        self.run_id, self.paths = create_run_dir(self.workdir, "local", self.snakefile)
+        self.run_id, self.paths, self.record = create_run_dir(
+            self.workdir, "local", self.snakefile, "local"
+        )
         atexit.register(self.close)
         cluster = LocalCluster(self.capacity, str(self.workdir))
         cluster.__enter__()
@@ -256,7 +312,9 @@ class PilotSession(Session):
             profile.transport, require_encryption=profile.require_encryption, shared_machine=True
         )
         check_transport(profile.transport, profile.python)
-        self.run_id, self.paths = create_run_dir(self.workdir, "pilot", self.snakefile)
+        self.run_id, self.paths, self.record = create_run_dir(
+            self.workdir, "pilot", self.snakefile, self.backend.name
+        )
         atexit.register(self.close)
         plan = plan_pilot(profile, self.paths, self.run_id, self.workdir)
         config = replace(plan.config, external_client=True)
@@ -359,6 +417,10 @@ class PilotSession(Session):
                 log.debug("poll after shutdown: %s", exc)
                 break
             if status is None or status.state.final:
+                self._record_allocation(
+                    status.state.value if status else AllocationState.COMPLETED.value,
+                    status.native_state if status else "left the queue",
+                )
                 return
             time.sleep(0.5)
         log.info("cancelling allocation %s", self.native_id)
@@ -366,6 +428,17 @@ class PilotSession(Session):
             self.backend.cancel([self.native_id])
         except HpcflowError as exc:
             log.warning("could not cancel allocation %s: %s", self.native_id, exc)
+            return
+        self._record_allocation(AllocationState.CANCELLED.value, "cancelled by the plugin")
+
+    def _record_allocation(self, state: str, native_state: str | None) -> None:
+        """The allocation's last state in state.sqlite (for `hpcflow status`)."""
+        if self.record is None or self.native_id is None:
+            return
+        try:
+            self.record.update_allocation(self.native_id, state, native_state)
+        except Exception as exc:  # sqlite3 errors: nothing else depends on it
+            log.debug("could not record allocation %s: %s", self.native_id, exc)
 
     def where_to_look(self) -> str:
         if self.paths is None or self.native_id is None:
@@ -392,3 +465,149 @@ def _published_address(path: Path, native_id: str) -> str | None:
         return None
     address = data.get("address")
     return str(address) if address else None
+
+
+class ElasticSession(Session):
+    """Dask workers that come and go as batch jobs (dask-jobqueue, hpcflow's elastic mode):
+    the scheduler runs in this process, worker jobs are shaped by the profile
+    (:func:`hpcflow.runtime.elastic_plan.plan_elastic`) and their number follows the
+    backlog of Snakemake jobs sent and not yet finished, between the profile's
+    ``min_workers`` and ``max_workers``."""
+
+    mpi_as_step = True
+
+    def __init__(self, workdir: Path, snakefile: str, profile: Profile, backend: Backend) -> None:
+        super().__init__(workdir, snakefile)
+        self.profile = profile
+        self.backend = backend
+        self._plan: ElasticPlan | None = None
+        self._cluster: Any = None
+        self._watch: WorkerWatch | None = None
+        self._failures: SubmitFailures | None = None
+        self._pending: dict[str, float] = {}
+        self._quiet: Any = None
+
+    def start(self) -> None:
+        from distributed import Client
+
+        from hpcflow.runtime.elastic import check_elastic
+        from hpcflow.runtime.elastic_adapt import BacklogAdaptive
+        from hpcflow.runtime.elastic_cluster import counted_failures_quiet, start_cluster
+        from hpcflow.runtime.elastic_plan import plan_elastic
+        from hpcflow.runtime.elastic_watch import SubmitFailures, WorkerWatch
+        from hpcflow.transport.certificates import create_credentials
+        from hpcflow.transport.security import security_for
+
+        profile = self.profile
+        check_elastic(profile)
+        self.run_id, self.paths, self.record = create_run_dir(
+            self.workdir, "elastic", self.snakefile, self.backend.name
+        )
+        atexit.register(self.close)
+        plan = plan_elastic(
+            profile, self.paths.run_dir, self.run_id, self.workdir,
+            log_directory=self.paths.workers_dir,
+        )  # fmt: skip
+        self._plan = plan
+        if profile.transport == "tls":
+            create_credentials(self.paths.run_dir, self.run_id)
+        security = security_for(self.paths.run_dir, profile.transport)
+        self.paths.workers_dir.mkdir(mode=0o700, exist_ok=True)
+        self._failures = SubmitFailures(profile.submit_retries + 1)
+        # Failed worker submissions are logged once each, not with Dask's tracebacks.
+        self._quiet = counted_failures_quiet()
+        self._quiet.__enter__()
+        cluster = start_cluster(plan, security, self._failures)
+        self._cluster = cluster
+        (self.paths.workers_dir / "job.sh").write_text(cluster.job_script(), encoding="utf-8")
+        self._watch = WorkerWatch(
+            cluster, self.paths.elastic_log, interval=min(1.0, plan.interval),
+            failures=self._failures,
+        )  # fmt: skip
+        self._watch.start()
+        cluster.adapt(
+            Adaptive=BacklogAdaptive,
+            backlog=self.backlog_slots,
+            slots_per_worker=plan.threads_per_worker,
+            minimum_jobs=plan.minimum,
+            maximum_jobs=plan.maximum,
+            interval=f"{plan.interval:g}s",
+            wait_count=plan.wait_count,
+        )
+        self.client = Client(cluster, security=security, set_as_default=False)
+        if self.record is not None:
+            self.record.set_meta(
+                scheduler_address=cluster.scheduler_address,
+                dashboard=cluster.dashboard_link if plan.dashboard else None,
+                worker_job_name=plan.job_name,
+            )
+        log.info(
+            "hpcflow run %s: elastic cluster at %s; %d to %d worker jobs of %d worker(s) x "
+            "%d thread(s)",
+            self.run_id,
+            cluster.scheduler_address,
+            plan.minimum,
+            plan.maximum,
+            plan.workers_per_job,
+            plan.threads_per_worker,
+        )
+
+    def backlog_slots(self) -> int:
+        """CPU slots of the jobs sent and not finished: what the cluster grows for."""
+        with self._lock:
+            return int(sum(self._pending.values()))
+
+    def submit(self, task: TaskRequest, call: TaskCall) -> Any:
+        future = super().submit(task, call)
+        key = str(future.key)
+        with self._lock:
+            self._pending[key] = task.dask_resources.get("cpus", 1.0)
+
+        def done(_: Any) -> None:
+            with self._lock:
+                self._pending.pop(key, None)
+
+        future.add_done_callback(done)
+        return future
+
+    def failure(self) -> str | None:
+        """Why no worker will ever come (its jobs cannot be submitted), or None."""
+        if self._failures is None or not self._failures.fatal:
+            return None
+        where = self.paths.workers_dir / "job.sh" if self.paths else "workers/job.sh"
+        return (
+            f"elastic worker jobs could not be submitted ({self._failures.in_a_row} tries): "
+            f"{self._failures.last or 'unknown error'}. Check the profile's partition, "
+            f"account and sizes; the job script is {where}"
+        )
+
+    def _release(self) -> None:
+        from hpcflow.runtime.elastic import cancel_leftovers
+        from hpcflow.runtime.elastic_cluster import close_cluster, cluster_job_ids
+
+        if self._cluster is None:
+            return
+        job_ids: set[str] = set()
+        if self._watch is not None:
+            self._watch.disarm()
+            job_ids = self._watch.job_ids()
+        close_cluster(self._cluster, self.client)
+        self.client = None
+        if self._watch is not None:
+            self._watch.stop()
+        cancel_leftovers(self.backend, job_ids | cluster_job_ids(self._cluster))
+        self._cluster = None
+        if self._quiet is not None:
+            self._quiet.__exit__(None, None, None)
+            self._quiet = None
+
+    def where_to_look(self) -> str:
+        if self.paths is None:
+            return ""
+        return f"Worker jobs' logs: {self.paths.workers_dir}. "
+
+    def max_cpus(self) -> int:
+        return self._plan.threads_per_worker if self._plan else 1
+
+    def gpus(self) -> int:
+        return self._plan.gpus_per_worker if self._plan else 0

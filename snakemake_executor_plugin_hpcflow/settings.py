@@ -24,7 +24,8 @@ class ExecutorSettings(ExecutorSettingsBase):
         metadata={
             "help": "where jobs run: 'local' (an hpcflow-owned Dask cluster on this machine), "
             "'pilot' (ONE batch allocation for the whole Snakemake run, started by the plugin "
-            "and reused by every job) or 'elastic' (not available yet)",
+            "and reused by every job) or 'elastic' (Dask workers come and go as batch jobs, "
+            "between the profile's min_workers and max_workers; the scheduler runs here)",
             "choices": list(MODES),
             "env_var": False,
             "required": False,
@@ -34,7 +35,8 @@ class ExecutorSettings(ExecutorSettingsBase):
         default=None,
         metadata={
             "help": "hpcflow profile (name or path, see `hpcflow profiles`) that shapes the "
-            "allocation in pilot mode; default $HPCFLOW_PROFILE, else 'slurm'",
+            "allocation (pilot mode) or the worker jobs (elastic mode); default "
+            "$HPCFLOW_PROFILE, else 'slurm'",
             "env_var": False,
             "required": False,
         },
@@ -60,8 +62,9 @@ class ExecutorSettings(ExecutorSettingsBase):
     transport: Optional[str] = field(  # noqa: UP045
         default=None,
         metadata={
-            "help": "pilot mode: how the plugin and the Dask processes talk: 'tls' (per-run "
-            "certificates; the default on shared machines), 'tcp' or 'ucx'",
+            "help": "pilot/elastic mode: how the plugin and the Dask processes talk: 'tls' "
+            "(per-run certificates; the default on shared machines), 'tcp' or 'ucx' (pilot "
+            "only)",
             "choices": list(TRANSPORTS),
             "env_var": False,
             "required": False,
@@ -70,7 +73,7 @@ class ExecutorSettings(ExecutorSettingsBase):
     partition: Optional[str] = field(  # noqa: UP045
         default=None,
         metadata={
-            "help": "pilot mode: partition (SLURM) or queue (PBS) of the allocation",
+            "help": "pilot/elastic mode: partition (SLURM) or queue (PBS) of the allocation",
             "env_var": False,
             "required": False,
         },
@@ -78,7 +81,7 @@ class ExecutorSettings(ExecutorSettingsBase):
     account: Optional[str] = field(  # noqa: UP045
         default=None,
         metadata={
-            "help": "pilot mode: account charged for the allocation",
+            "help": "pilot/elastic mode: account charged for the allocation (or worker jobs)",
             "env_var": False,
             "required": False,
         },

@@ -48,6 +48,8 @@ class TaskRequest:
 
     #: Readable, unique within a Snakemake run: ``rule[key=value,...]`` or ``group:ID``.
     task_id: str
+    #: What ``hpcflow status`` counts jobs by: the rule, or ``group:NAME`` for a group job.
+    name: str
     #: The folder name under ``RUN_DIR/tasks/`` (file-system safe, see ``task_slug``).
     slug: str
     attempt: int
@@ -113,6 +115,7 @@ def task_for_job(
     task_id = task_id_of(request)
     return TaskRequest(
         task_id=task_id,
+        name=f"group:{request.name}" if request.is_group else request.name,
         slug=task_slug(task_id),
         attempt=_positive_int(request.attempt, "attempt", where),
         resources=resources,

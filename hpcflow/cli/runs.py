@@ -33,6 +33,12 @@ def command(last: int) -> None:
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started)),
             view.status,
             str(total),
-            entry.workflow,
+            entry.workflow + engine_note(view.meta),
         )
     Console().print(table)
+
+
+def engine_note(meta: dict[str, object]) -> str:
+    """`` (snakemake)`` for a run another engine drove through hpcflow, else nothing."""
+    engine = meta.get("engine")
+    return f" ({engine})" if engine and engine != "hpcflow" else ""

@@ -101,6 +101,7 @@ class Snapshot:
             "run_dir": str(paths.run_dir),
             "status": self.status,
             "workflow": view.meta.get("workflow"),
+            "engine": view.meta.get("engine", "hpcflow"),
             "started": view.meta.get("started"),
             "ended": view.meta.get("ended"),
             "counts": view.counts,
@@ -206,6 +207,9 @@ def render(snap: Snapshot) -> Any:
         + Text(f"{snap.status} · {elapsed}")
     )
     parts.append(Text(f"workflow {view.meta.get('workflow')}"))
+    if view.meta.get("engine"):
+        # A run another engine drove through hpcflow (the Snakemake executor plugin).
+        parts.append(Text(f"engine   {view.meta['engine']} ({view.meta.get('mode', '?')} mode)"))
     parts.append(Text(f"run dir  {paths.run_dir}"))
     for a in snap.allocations:
         reason = f" — {a.reason}" if a.reason else ""

@@ -276,7 +276,7 @@ def _drive_on_cluster(
         close_cluster(cluster, client)
         if watch is not None:
             watch.stop()
-        _cancel_leftovers(backend, job_ids | cluster_job_ids(cluster))
+        cancel_leftovers(backend, job_ids | cluster_job_ids(cluster))
 
 
 def _submission_error(failures: SubmitFailures, paths: RunPaths) -> SubmitError:
@@ -290,7 +290,7 @@ def _submission_error(failures: SubmitFailures, paths: RunPaths) -> SubmitError:
     )
 
 
-def _cancel_leftovers(
+def cancel_leftovers(
     backend: Backend,
     job_ids: set[str],
     *,

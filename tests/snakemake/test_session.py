@@ -65,3 +65,17 @@ def test_the_published_address_must_be_this_allocations(tmp_path: Path):
     assert _published_address(path, "7") == "tls://10.0.0.1:8786"
     path.write_text("{not json")
     assert _published_address(path, "7") is None
+
+
+def test_a_status_check_before_post_init_is_harmless():
+    # Snakemake starts the status thread before the executor's __post_init__ has run.
+    import asyncio
+
+    from snakemake_executor_plugin_hpcflow.executor import Executor
+
+    executor = Executor.__new__(Executor)
+
+    async def check() -> list:
+        return [job async for job in executor.check_active_jobs([])]
+
+    assert asyncio.run(check()) == []

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from hpcflow.backends.base import AllocationState, AllocationStatus
 from hpcflow.errors import ProfileError, ResourceError
-from hpcflow.runtime.elastic import _cancel_leftovers, check_elastic, check_memory
+from hpcflow.runtime.elastic import cancel_leftovers, check_elastic, check_memory
 from hpcflow.runtime.elastic_cluster import import_jobqueue
 from hpcflow.runtime.elastic_plan import ElasticPlan, plan_elastic, walltime_text
 from hpcflow.runtime.elastic_watch import SubmitFailures, brief
@@ -267,11 +267,11 @@ class _Backend:
 
 def test_leftover_worker_jobs_are_cancelled_only_if_they_outlive_the_grace():
     ending = _Backend(polls_until_final=2)  # COMPLETING for a moment after scancel
-    _cancel_leftovers(ending, {"7", "8"}, grace=30, sleep=lambda s: None)  # type: ignore[arg-type]
+    cancel_leftovers(ending, {"7", "8"}, grace=30, sleep=lambda s: None)  # type: ignore[arg-type]
     assert ending.cancelled == [] and ending.polls == 3
     stuck = _Backend(polls_until_final=10**6)
-    _cancel_leftovers(stuck, {"9"}, grace=0.0, sleep=lambda s: None)  # type: ignore[arg-type]
+    cancel_leftovers(stuck, {"9"}, grace=0.0, sleep=lambda s: None)  # type: ignore[arg-type]
     assert stuck.cancelled == ["9"]
     nothing = _Backend(0)
-    _cancel_leftovers(nothing, set())  # type: ignore[arg-type]
+    cancel_leftovers(nothing, set())  # type: ignore[arg-type]
     assert nothing.polls == 0

@@ -12,6 +12,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -35,7 +36,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 #: How an allocation the plugin released may end (see the fan-out test).
 ENDED = ("COMPLETED", "CANCELLED", "FAILED")
 
-COUNTED = ("sbatch", "squeue", "sacct", "scontrol", "scancel")
+COUNTED = ("sbatch", "squeue", "sacct", "scontrol", "scancel", "qsub", "qstat", "qdel")
 
 
 def counting_wrappers(directory: Path, path: str) -> Path:
@@ -83,6 +84,57 @@ def test_fanout_of_200_jobs_uses_exactly_one_sbatch(tmp_path: Path, env, slurm_c
     assert json.loads((run_dir / "scheduler.json").read_text())["address"].startswith("tls://")
     # Job logs sit in the run directory, as for local runs.
     assert any(p.name.startswith("group_fan") for p in (run_dir / "tasks").iterdir())
+    # ... and the run is an hpcflow run: `hpcflow status` shows it, with its allocation.
+    snap = hpcflow_status(run_dir, env)
+    assert snap["status"] == "succeeded", snap
+    assert snap["engine"] == "snakemake"
+    # Snakemake names a group job after its group and rules ("fan_square").
+    groups = {name: c for name, c in snap["counts"].items() if name.startswith("group:fan")}
+    assert list(groups.values()) == [{"succeeded": 2}], snap["counts"]
+    assert snap["counts"]["total"] == {"succeeded": 1}
+    (allocation,) = snap["allocations"]
+    assert allocation["native_id"] == str(native_id) and allocation["backend"] == "slurm"
+    assert allocation["state"] in ("completed", "failed", "cancelled")
+
+
+def hpcflow_status(run_dir: Path, env: dict[str, str]) -> dict:
+    """``hpcflow status RUN_DIR --json``, as a real process."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "status", str(run_dir), "--json"],
+        env=env, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_pilot_mode_through_pbs_qsub_qstat(tmp_path: Path, env, slurm_cluster):
+    """``--hpcflow-profile pbs-test``: the one allocation goes through qsub (SLURM's
+    PBS/Torque wrappers over the test cluster) and mpirun starts its ranks."""
+    n = 10
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, fanout_snakefile(n))
+    env = {**clean_env(env), **slurm_cluster.extra_env}
+    calls_log = counting_wrappers(tmp_path, env["PATH"])
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    result = run_snakemake(
+        "--executor", "hpcflow", "--jobs", "20", "--group-components", f"fan={n}",
+        "--hpcflow-mode", "pilot", "--hpcflow-profile", "pbs-test", "--hpcflow-walltime", "10m",
+        cwd=workdir, env=env, timeout=240,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    logs = "\n".join(p.read_text() for p in sorted((run_dir / "allocations").glob("*.err")))
+    assert result.returncode == 0, result.output[-4000:] + logs
+    assert (workdir / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
+    calls = calls_log.read_text().split()
+    assert calls.count("qsub") == 1, calls
+    script = (run_dir / "allocations" / "1.sh").read_text()
+    assert "#PBS -l nodes=1:ppn=2\n" in script and "#SBATCH" not in script
+    assert "\nexec mpirun -n " in script
+    snap = hpcflow_status(run_dir, env)
+    assert snap["status"] == "succeeded", snap
+    (allocation,) = snap["allocations"]
+    assert allocation["backend"] == "pbs"
+    assert slurm_cluster.wait_for_job(allocation["native_id"], timeout=30) in ENDED
 
 
 def test_ctrl_c_releases_the_allocation(tmp_path: Path, env, slurm_cluster):

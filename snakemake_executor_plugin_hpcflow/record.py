@@ -1,0 +1,148 @@
+"""A Snakemake run as hpcflow records its own: ``state.sqlite`` plus the per-user run index.
+
+With it, ``hpcflow runs`` lists a Snakemake run, ``hpcflow status`` shows its jobs by rule
+(running, succeeded, failed, with their log files) and its allocation, and ``hpcflow logs``
+finds a job's output, exactly as for a run started by ``hpcflow run``. Every Snakemake job
+is one task row (its attempts are Snakemake's retries); the task's name is the rule (or
+``group:NAME`` for a group job), so ``status`` counts jobs per rule.
+
+The executor calls :meth:`RunRecord.started` from Snakemake's main thread and
+:meth:`RunRecord.ended` from its status thread. SQLite connections belong to one thread, so
+each call opens the database, writes one transaction and closes it again (a few
+milliseconds; ``ended`` writes every job a status check found finished at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hpcflow.runtime.calls import Outcome
+from hpcflow.store import statedb as st
+from hpcflow.store.paths import RunPaths
+from hpcflow.store.registry import register_run
+from snakemake_executor_plugin_hpcflow.translate import TaskRequest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Ended:
+    """One finished attempt: the task's row, and what the worker reported (None: lost)."""
+
+    task_idx: int
+    attempt: int
+    outcome: Outcome | None
+    #: What to store when there is no outcome (the job's worker or cluster went away).
+    message: str = ""
+
+
+class RunRecord:
+    """Writes one Snakemake run's ``state.sqlite`` (the run directory must exist)."""
+
+    def __init__(self, paths: RunPaths) -> None:
+        self.paths = paths
+        self._lock = threading.Lock()
+        self._index: dict[str, int] = {}
+        self._error: str | None = None
+
+    def create(self, run_id: str, workflow: str, mode: str, backend: str, started: float) -> None:
+        """Write the run's meta data and add it to the per-user index of runs."""
+        with st.StateDB(self.paths.state_db) as db:
+            db.set_meta(
+                run_id=run_id,
+                status="running",
+                started=started,
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                workflow=workflow,
+                backend=backend,
+                engine="snakemake",
+                mode=mode,
+                total=0,
+            )
+        register_run(run_id, self.paths.run_dir, workflow, started)
+
+    def set_meta(self, **values: object) -> None:
+        """Add to the run's meta data (e.g. an elastic cluster's scheduler address)."""
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            db.set_meta(**values)
+
+    def started(self, task: TaskRequest) -> int:
+        """Record that ``task``'s attempt was sent to the cluster; returns its row."""
+        with self._lock:
+            idx = self._index.get(task.task_id)
+            new = idx is None
+            if idx is None:
+                idx = len(self._index)
+                self._index[task.task_id] = idx
+            with st.StateDB(self.paths.state_db) as db:
+                if new:
+                    db.add_tasks([(idx, task.task_id, task.name, task.slug, (), st.PENDING)])
+                    db.set_meta(total=len(self._index))
+                db.start_attempts([(idx, task.attempt)])
+        return idx
+
+    def ended(self, finished: Sequence[Ended]) -> None:
+        """Record finished attempts (one transaction for all of them)."""
+        if not finished:
+            return
+        now = time.time()
+        records: list[st.AttemptRecord] = []
+        states: dict[int, str] = {}
+        for item in finished:
+            if item.outcome is not None:
+                record = item.outcome.record(item.task_idx)
+                # The worker numbers calls itself; the attempt is Snakemake's.
+                record = st.AttemptRecord(
+                    item.task_idx,
+                    item.attempt,
+                    record.state,
+                    record.exit_code,
+                    record.started,
+                    record.ended,
+                    record.peak_rss,
+                    record.host,
+                    record.message,
+                )
+            else:
+                record = st.AttemptRecord(
+                    item.task_idx, item.attempt, st.FAILED, None, None, now, None, None,
+                    item.message or "lost: its Dask worker died or the cluster went away",
+                )  # fmt: skip
+            records.append(record)
+            states[item.task_idx] = record.state
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            db.record_attempts(records, states)
+
+    def cancel_running(self) -> None:
+        """Mark every task still running as cancelled (Ctrl-C, or Snakemake gave up)."""
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            running = db.tasks(states=(st.RUNNING,))
+            db.set_states(((row.idx, st.CANCELLED) for row in running), "cancelled")
+
+    def error(self, message: str) -> None:
+        """Remember why the run fails although no job did (e.g. a job no worker fits)."""
+        self._error = message
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            db.set_meta(error=message[:2000])
+
+    def finish(self, cancelled: bool) -> str:
+        """Write the run's final status: ``failed`` if a job's last attempt failed or the
+        run had an error, else ``cancelled`` if jobs were cancelled, else ``succeeded``."""
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            failed = bool(db.tasks(states=(st.FAILED,))) or self._error is not None
+            status = "failed" if failed else ("cancelled" if cancelled else "succeeded")
+            db.set_meta(status=status, ended=time.time())
+        log.info("run in %s %s", self.paths.run_dir, status)
+        return status
+
+    def update_allocation(self, native_id: str, state: str, native_state: str | None) -> None:
+        """Store an allocation's last known state (seen when the session released it)."""
+        with self._lock, st.StateDB(self.paths.state_db) as db:
+            db.update_allocation(native_id, state, native_state, None)

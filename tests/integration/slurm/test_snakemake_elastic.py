@@ -1,0 +1,67 @@
+"""``snakemake --executor hpcflow --hpcflow-mode elastic`` on the real local test SLURM.
+
+The Dask scheduler runs in the Snakemake process; worker jobs (dask-jobqueue) are
+submitted while Snakemake jobs wait and cancelled when Snakemake ends. Worker jobs are
+kept small for the 2-core test machine (1 core, at most 2 of them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hpcflow.runtime.elastic_watch import read_samples
+from tests.integration.slurm.test_snakemake_pilot import counting_wrappers, hpcflow_status
+from tests.snakemake.helpers import (
+    clean_env,
+    fanout_snakefile,
+    run_dirs,
+    run_snakemake,
+    sum_of_squares,
+    write_snakefile,
+)
+
+pytest.importorskip("snakemake")
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+SMALL = {
+    "HPCFLOW_CPUS_PER_NODE": "1",
+    "HPCFLOW_MIN_WORKERS": "1",
+    "HPCFLOW_MAX_WORKERS": "2",
+    "HPCFLOW_ADAPT_INTERVAL": "1",
+    "HPCFLOW_ADAPT_WAIT_COUNT": "2",
+}
+
+
+def test_elastic_worker_jobs_run_the_jobs_and_are_gone_afterwards(
+    tmp_path: Path, env, slurm_cluster
+):
+    n = 8
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, fanout_snakefile(n))
+    env = {**clean_env(env), **slurm_cluster.extra_env, **SMALL}
+    calls_log = counting_wrappers(tmp_path, env["PATH"])
+    env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
+    result = run_snakemake(
+        "--executor", "hpcflow", "--jobs", "20", "--group-components", f"fan={n}",
+        "--hpcflow-mode", "elastic", "--hpcflow-profile", "slurm-test",
+        cwd=workdir, env=env, timeout=240,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    logs = "\n".join(p.read_text()[-2000:] for p in sorted((run_dir / "workers").glob("*.err")))
+    assert result.returncode == 0, result.output[-4000:] + logs
+    assert (workdir / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
+    # Worker jobs came (at most max_workers at a time) and none is left behind.
+    samples = read_samples(run_dir / "elastic.jsonl")
+    assert max(s["workers"] for s in samples) >= 1
+    assert max(s["requested"] for s in samples) <= 2
+    calls = calls_log.read_text().split()
+    assert 1 <= calls.count("sbatch"), calls
+    out = slurm_cluster.run(["squeue", "-h", "-o", "%j"], check=False).stdout
+    assert run_dir.name not in out
+    snap = hpcflow_status(run_dir, env)
+    assert snap["status"] == "succeeded", snap
+    assert snap["counts"]["total"] == {"succeeded": 1}
+    assert (run_dir / "workers" / "job.sh").exists()
