@@ -1,8 +1,10 @@
-"""Fixtures for the fault tests that need a SLURM cluster of their own.
+"""Fixtures for the fault tests that need a SLURM cluster.
 
-A test that changes node state (kills a node) or loads the controller gets a private
-cluster, so no other test sees it. Without root or SLURM the tests are skipped, unless
-``CI=true`` or ``HPCFLOW_REQUIRE_SLURM=1``: then they fail.
+Tests that only run pilots use the shared test cluster (``slurm_cluster``, ``slurm_env``,
+as in tests/integration/slurm). A test that changes node state (kills a node or the
+controller) or loads the controller gets a private cluster, so no other test sees it.
+Without root or SLURM the tests are skipped, unless ``CI=true`` or
+``HPCFLOW_REQUIRE_SLURM=1``: then they fail.
 """
 
 from __future__ import annotations
@@ -11,6 +13,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
+from tests.integration.slurm.conftest import (  # noqa: F401  (the shared cluster's fixtures)
+    hpcflow_slurm,
+    slurm_cluster,
+    slurm_env,
+)
 from tests.slurm_cluster import SlurmCluster, start_test_cluster
 
 

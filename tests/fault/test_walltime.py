@@ -1,0 +1,86 @@
+"""Fault scenario 6: the walltime. An allocation that runs out of time is continued by a
+new one (``resubmit: true``), which resumes the run and finishes it; nothing is lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_workflow
+
+pytestmark = pytest.mark.slurm
+
+
+def _run_with_resubmit(wf: Path, slurm_env: dict[str, str], timeout: float):
+    """``hpcflow run`` of ``wf`` on the test cluster with a 1 min walltime and
+    continuation allocations allowed."""
+    return subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
+         "--profile", "slurm-test", "--walltime", "1m", "-q"],
+        env={**slurm_env, "HPCFLOW_RESUBMIT": "true"},
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def test_walltime_drain_then_continuation_allocation(tmp_path, slurm_env):
+    """Tasks that would not finish before the walltime are not started (drain); the
+    continuation allocation runs them."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: drain
+tasks:
+  - name: slow
+    foreach: {i: {range: [0, 6]}}
+    resources: {walltime: 20s}
+    command: sleep 5; echo {i} > {outputs}
+    outputs: ["out/{i}.txt"]
+""",
+    )
+    result = _run_with_resubmit(wf, slurm_env, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(list((tmp_path / "out").iterdir())) == 6
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    scripts = sorted((run_dir / "allocations").glob("*.sh"))
+    assert len(scripts) >= 2, "no continuation allocation was submitted"
+    assert "walltime drain" in (run_dir / "driver.log").read_text()
+    assert "#SBATCH --time=0:01:00" in scripts[0].read_text()
+
+
+@pytest.mark.slow
+def test_allocation_killed_at_walltime_is_continued(tmp_path, slurm_env):
+    """SLURM kills the allocation at its time limit (TIMEOUT, ~60-90 s on the test
+    cluster); the continuation allocation resumes the run and finishes it."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: timeout
+tasks:
+  - name: quick
+    command: echo quick > quick.txt
+    outputs: [quick.txt]
+  - name: stubborn
+    needs: [quick]
+    # First attempt outlives the allocation; the retry in the continuation is fast.
+    command: if [ -e tried ]; then echo done > out.txt; else touch tried; sleep 600; fi
+    outputs: [out.txt]
+""",
+    )
+    result = _run_with_resubmit(wf, slurm_env, timeout=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "out.txt").read_text() == "done\n"
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    assert len(list((run_dir / "allocations").glob("*.sh"))) == 2
+    assert "hit its walltime" in result.stderr + (run_dir / "driver.log").read_text()
+    status = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "hpcflow.cli.main", "status", "--json", str(run_dir)],
+            env=slurm_env, capture_output=True, text=True, timeout=60,
+        ).stdout
+    )  # fmt: skip
+    assert [a["state"] for a in status["allocations"]] == ["timeout", "completed"]
+    assert status["counts"] == {"quick": {"succeeded": 1}, "stubborn": {"succeeded": 1}}
