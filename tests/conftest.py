@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -106,3 +107,13 @@ def processes_with(marker: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def status_json(env: dict[str, str], cwd: Path | None = None, *refs: str) -> dict:
+    """``hpcflow status --json [REF]`` as a real process (from ``cwd``), parsed."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "status", "--json", *refs],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)

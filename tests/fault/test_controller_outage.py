@@ -7,14 +7,13 @@ is submitted twice. A private cluster, so no other test sees the outage.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.conftest import write_workflow
+from tests.conftest import status_json, write_workflow
 from tests.slurm_cluster import start_test_cluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -72,12 +71,7 @@ def test_controller_outage_is_ridden_out(tmp_path, env, own_cluster):
     out, err = run.communicate(timeout=240)
     assert run.returncode == 0, out + err
     assert (tmp_path / "after.txt").read_text() == "after\n"
-    status = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", "status", "--json"],
-            cwd=tmp_path, env=run_env, capture_output=True, text=True, timeout=60,
-        ).stdout
-    )  # fmt: skip
+    status = status_json(run_env, tmp_path)
     assert status["status"] == "succeeded"
     assert all(set(c) == {"succeeded"} for c in status["counts"].values()), status["counts"]
     assert len(status["allocations"]) == 1  # nothing was submitted again

@@ -3,14 +3,13 @@ new one (``resubmit: true``), which resumes the run and finishes it; nothing is 
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_workflow
+from tests.conftest import status_json, write_workflow
 
 pytestmark = pytest.mark.slurm
 
@@ -76,11 +75,6 @@ tasks:
     run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
     assert len(list((run_dir / "allocations").glob("*.sh"))) == 2
     assert "hit its walltime" in result.stderr + (run_dir / "driver.log").read_text()
-    status = json.loads(
-        subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", "status", "--json", str(run_dir)],
-            env=slurm_env, capture_output=True, text=True, timeout=60,
-        ).stdout
-    )  # fmt: skip
+    status = status_json(slurm_env, None, str(run_dir))
     assert [a["state"] for a in status["allocations"]] == ["timeout", "completed"]
     assert status["counts"] == {"quick": {"succeeded": 1}, "stubborn": {"succeeded": 1}}
