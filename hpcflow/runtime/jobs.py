@@ -524,10 +524,16 @@ class JobsFollower:
                 job.done = True
                 job_id = job.batch_id
                 status = self.poller.latest.get(job_id)
+                failed = any(self.state[i] != st.SUCCEEDED for i in job.unit.indices)
+                state = AllocationState.FAILED if failed else AllocationState.COMPLETED
                 if status is None or not status.state.final:
-                    failed = any(self.state[i] != st.SUCCEEDED for i in job.unit.indices)
-                    state = AllocationState.FAILED if failed else AllocationState.COMPLETED
                     self.db.update_allocation(job_id, state.value, None, None)
+                elif failed and status.state is AllocationState.COMPLETED:
+                    # PBS reports a finished array as completed (C/F) whatever its
+                    # elements' exit codes: a job with a failed task has failed.
+                    self.db.update_allocation(
+                        job_id, state.value, status.native_state, status.reason
+                    )
                 self.poller.forget(
                     [job_id, *(self.started_ids.get(i) or "" for i in job.unit.indices)]
                 )

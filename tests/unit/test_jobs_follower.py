@@ -5,12 +5,14 @@ tests/integration/slurm/test_jobs_mode.py."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from hpcflow.backends.base import AllocationRequest, AllocationStatus
+from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
 from hpcflow.errors import RunError, SubmitError
 from hpcflow.runtime.jobs import run_jobs
 from hpcflow.runtime.run import RunOptions, prepare
@@ -111,3 +113,56 @@ def test_detach_is_refused_before_anything_is_created(tmp_path, monkeypatch):
         run_jobs(prepared, options, profile, backend, detach=True)
     assert backend.submitted == 0
     assert not list(tmp_path.glob(".hpcflow/runs/*"))
+
+
+class RunsAtOnce:
+    """A backend that runs a job's elements when it is first polled and reports it as PBS
+    does: completed (``C``), whatever its elements' exit codes. The outcome files so turn
+    up after the batch system said the job ended (a race on a real cluster)."""
+
+    name = "pbs"
+
+    def __init__(self) -> None:
+        self.requests: dict[str, AllocationRequest] = {}
+
+    def render(self, request: AllocationRequest) -> str:
+        return "#!/bin/bash\ntrue\n"
+
+    def submit(self, script: Path, request: AllocationRequest) -> str:
+        native_id = f"{len(self.requests) + 1}[].server"
+        self.requests[native_id] = request
+        return native_id
+
+    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
+        for native_id in native_ids:
+            request = self.requests.pop(native_id, None)
+            for element in range(max(request.array_size, 1) if request else 0):
+                env = {**os.environ, "PBS_ARRAY_INDEX": str(element)}
+                env["PBS_JOBID"] = native_id.replace("[]", f"[{element}]")
+                subprocess.run(list(request.command), env=env, check=False, capture_output=True)
+        return {
+            i: AllocationStatus(native_id=i, state=AllocationState.COMPLETED, native_state="C")
+            for i in native_ids
+        }
+
+    def cancel(self, native_ids: Sequence[str]) -> None:
+        pass
+
+
+def test_a_job_with_a_failed_task_is_failed_even_when_pbs_says_completed(tmp_path, monkeypatch):
+    """PBS calls a finished array ``C`` whatever its elements' exit codes; the run's record
+    of that job says failed when one of its tasks failed (this was a race: it depended on
+    whether the poll or the outcome files came first)."""
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("hpcflow.runtime.jobs.TICK", 0.01)
+    wf = write_workflow(
+        tmp_path,
+        "name: one\ntasks:\n  - name: a\n    foreach: {i: [1, 2, 3]}\n    command: test {i} != 2\n",
+    )
+    options = RunOptions()
+    profile = Profile(name="fake", backend="pbs", submit_rate=1000, poll_interval=0.05)
+    backend = RunsAtOnce()
+    run_jobs(prepare(wf, options), options, profile, backend)
+    with _state_db(tmp_path) as db:
+        assert [a.state for a in db.allocations()] == ["failed"]
+        assert sorted(r.state for r in db.tasks()) == [st.FAILED, st.SUCCEEDED, st.SUCCEEDED]
