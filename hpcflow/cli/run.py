@@ -55,6 +55,14 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 )
 @click.option("--workers", type=click.IntRange(min=1), help="Local worker processes.")
 @click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
+@click.option(
+    "--engine",
+    type=click.Choice(["auto", "threads", "dask"]),
+    default="auto",
+    show_default=True,
+    help="Local runs: threads in this process (no Dask) or the embedded Dask cluster; "
+    "auto takes threads unless a task to run is a Python call or --workers > 1.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
 def command(
@@ -72,6 +80,7 @@ def command(
     rerun: tuple[str, ...],
     workers: int | None,
     threads: int | None,
+    engine: str,
     dry_run: bool,
     quiet: bool,
 ) -> None:
@@ -102,7 +111,12 @@ def command(
     resolved = resolve_cli_profile(profile or "local", overrides)
     out = Console(stderr=False)
     options = RunOptions(
-        run_dir=run_dir, force=force, rerun=rerun, workers=workers, threads=threads
+        run_dir=run_dir,
+        force=force,
+        rerun=rerun,
+        workers=workers,
+        threads=threads,
+        engine=engine,
     )
     prepared = prepare(workflow, options, take_lock=not dry_run)
     if dry_run:

@@ -80,8 +80,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
-def run_chunk(calls: list[TaskCall]) -> list[Outcome]:
-    """Run ``calls`` in order and return one outcome each (cancelled ones included)."""
+def run_chunk(calls: list[TaskCall], inline: bool = True) -> list[Outcome]:
+    """Run ``calls`` in order and return one outcome each (cancelled ones included).
+
+    ``inline=False``: Python tasks always run as child processes (the threads engine,
+    where this process is the driver).
+    """
     outcomes = []
     for call in calls:
         if LIVE.cancelled:
@@ -99,11 +103,11 @@ def run_chunk(calls: list[TaskCall]) -> list[Outcome]:
                 )
             )
             continue
-        outcomes.append(run_call(call))
+        outcomes.append(run_call(call, inline))
     return outcomes
 
 
-def run_call(call: TaskCall) -> Outcome:
+def run_call(call: TaskCall, inline: bool = True) -> Outcome:
     """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
     started = time.time()
     try:
@@ -125,7 +129,12 @@ def run_call(call: TaskCall) -> Outcome:
             except (FileNotFoundError, IsADirectoryError, PermissionError):
                 pass
             ensure_dir(os.path.dirname(path))
-        if call.kind == "python" and call.timeout is None and os.getcwd() == call.workdir:
+        if (
+            inline
+            and call.kind == "python"
+            and call.timeout is None
+            and os.getcwd() == call.workdir
+        ):
             # In-process is fast; it needs the task's directory to be the process's one,
             # and no timeout (a thread cannot be killed). Otherwise: a child process.
             exit_code, peak, message = _run_python_inline(call)

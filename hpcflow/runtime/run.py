@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hpcflow import __version__
 from hpcflow.dag.graph import TaskGraph, build_graph
@@ -30,6 +31,9 @@ from hpcflow.store.memo import Memo
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
 from hpcflow.store.registry import register_run
 
+if TYPE_CHECKING:
+    from hpcflow.backends.local.backend import LocalCapacity
+
 log = logging.getLogger(__name__)
 
 
@@ -42,6 +46,8 @@ class RunOptions:
     rerun: tuple[str, ...] = ()
     workers: int | None = None
     threads: int | None = None
+    #: Local runs: ``threads`` (no Dask), ``dask`` (the embedded cluster) or ``auto``.
+    engine: str = "auto"
 
 
 @dataclass
@@ -294,18 +300,42 @@ def storage_problem(exc: BaseException) -> str | None:
     return None
 
 
+def local_engine(prepared: PreparedRun, options: RunOptions) -> str:
+    """Which engine a local run uses: ``threads`` or ``dask``.
+
+    ``auto`` takes threads when every task to run is a command (shell or argv) and one
+    worker process was asked for: such runs gain nothing from Dask but its start-up and
+    round trips. Python tasks keep the Dask cluster, which runs them in worker
+    processes, apart from the driver; so does ``--workers`` above 1.
+    """
+    if options.engine != "auto":
+        return options.engine
+    if options.workers is not None and options.workers > 1:
+        return "dask"
+    graph = prepared.graph
+    kinds = {
+        graph.template(inst).spec.kind
+        for inst, run in zip(graph.instances, prepared.decision.run, strict=True)
+        if run
+    }
+    return "dask" if "python" in kinds else "threads"
+
+
 def execute(
     prepared: PreparedRun, options: RunOptions, observer: Observer | None = None
 ) -> RunSummary:
-    """Run on the embedded local cluster: create the run directory, start Dask, drive."""
-    from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
+    """Run on this machine: create the run directory, start the local engine, drive."""
+    from hpcflow.backends.local.backend import LocalCapacity
 
     started = time.time()
     graph = prepared.graph
     capacity = LocalCapacity.detect(options.workers, options.threads)
+    engine = local_engine(prepared, options)
     try:
         check_capacity(graph, prepared.decision.run, capacity.max_cpus_per_task, capacity.gpus)
-        run_id, paths, db = create_run(prepared, options, extra={"slots": capacity.slots})
+        run_id, paths, db = create_run(
+            prepared, options, extra={"slots": capacity.slots, "engine": engine}
+        )
     except BaseException:
         prepared.memo.close()
         prepared.lock.release()
@@ -318,14 +348,14 @@ def execute(
                 observer.update(db.counts())
             return _finish(db, paths, run_id, RunSummary(run_id, paths, totals), started)
         log.info(
-            "run %s: %d of %d tasks to run on %d slots",
+            "run %s: %d of %d tasks to run on %d slots (%s engine)",
             run_id,
             prepared.decision.to_run,
             len(graph.instances),
             capacity.slots,
+            engine,
         )
-        workdir = str(Path(graph.loaded.base_dir))
-        with LocalCluster(capacity, workdir) as cluster:
+        with _local_engine(engine, capacity, str(Path(graph.loaded.base_dir))) as cluster:
             summary = drive(prepared, db, run_id, cluster.client, capacity.slots, observer)
         summary.elapsed = time.time() - started
         return summary
@@ -335,6 +365,17 @@ def execute(
         prepared.lock.release()
         logging.getLogger("hpcflow").removeHandler(handler)
         handler.close()
+
+
+def _local_engine(engine: str, capacity: LocalCapacity, workdir: str) -> Any:
+    """The context manager that provides the local engine's client."""
+    if engine == "threads":
+        from hpcflow.backends.local.threads import LocalThreads
+
+        return LocalThreads(capacity.slots)
+    from hpcflow.backends.local.backend import LocalCluster
+
+    return LocalCluster(capacity, workdir)
 
 
 def _create_run_dir(

@@ -65,12 +65,12 @@ tasks:
 """
 
 
-@pytest.mark.parametrize("kill_after", [3, 17])
+@pytest.mark.parametrize(("kill_after", "engine"), [(3, "threads"), (17, "threads"), (9, "dask")])
 def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
-    tmp_path, env, hpcflow, kill_after
+    tmp_path, env, hpcflow, kill_after, engine
 ):
     wf = write_workflow(tmp_path, SLOW.format(n=N, sleep=0.15))
-    proc = _start(wf, env, "--threads", "2")
+    proc = _start(wf, env, "--threads", "2", "--engine", engine)
     _wait_for(
         lambda: (
             _run_dirs(tmp_path)
@@ -93,7 +93,8 @@ def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(N))
 
 
-def test_sigterm_cancels_cleanly_and_leaves_no_processes(tmp_path, env):
+@pytest.mark.parametrize("engine", ["threads", "dask"])
+def test_sigterm_cancels_cleanly_and_leaves_no_processes(tmp_path, env, engine):
     marker = f"hpcflow-cancel-{time.time_ns()}"
     wf = write_workflow(
         tmp_path,
@@ -105,7 +106,7 @@ tasks:
     command: sleep 60; echo {marker}
 """,
     )
-    proc = _start(wf, env, "--threads", "2")
+    proc = _start(wf, env, "--threads", "2", "--engine", engine)
     _wait_for(
         lambda: _run_dirs(tmp_path) and _states(_run_dirs(tmp_path)[0]).get("running", 0) >= 2
     )

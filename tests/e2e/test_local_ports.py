@@ -14,7 +14,7 @@ def test_busy_dashboard_port_is_not_ours(example, hpcflow):
         pass  # someone holds it already: the same situation
     try:
         wf = example("hello")
-        result = hpcflow("run", str(wf), "-q", cwd=wf.parent)
+        result = hpcflow("run", str(wf), "-q", "--engine", "dask", cwd=wf.parent)
     finally:
         holder.close()
     assert result.returncode == 0, result.output

@@ -1,0 +1,76 @@
+"""Local engines: threads in the driver for command-only runs, the embedded Dask cluster
+for Python tasks (or when asked); both give the same results and the same records."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_workflow
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SHELL = """
+name: shell
+tasks:
+  - name: make
+    foreach: {i: {range: [0, 6]}}
+    command: echo {i} > {outputs}
+    outputs: ["out/part-{i}.txt"]
+  - name: big
+    resources: {cpus: 2}
+    inputs: ["out/part-*.txt"]
+    command: cat {inputs} > {outputs}
+    outputs: [out/all.txt]
+"""
+
+
+def _run_info(root: Path) -> dict:
+    (run_dir,) = sorted((root / ".hpcflow" / "runs").glob("*"))
+    return json.loads((run_dir / "run.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("args", "engine"),
+    [((), "threads"), (("--engine", "dask"), "dask"), (("--workers", "2"), "dask")],
+)
+def test_command_only_runs_take_threads_unless_asked(tmp_path, hpcflow, args, engine):
+    wf = write_workflow(tmp_path, SHELL)
+    result = hpcflow("run", str(wf), "-q", "--threads", "2", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert _run_info(tmp_path)["engine"] == engine
+    assert (tmp_path / "out" / "all.txt").read_text().split() == [str(i) for i in range(6)]
+
+
+def _python_example(tmp_path: Path) -> Path:
+    folder = tmp_path / "py"
+    shutil.copytree(
+        ROOT / "workflows" / "python-tasks",
+        folder,
+        ignore=shutil.ignore_patterns("results", ".hpcflow"),
+    )
+    return folder / "workflow.yaml"
+
+
+@pytest.mark.parametrize(("args", "engine"), [((), "dask"), (("--engine", "threads"), "threads")])
+def test_python_tasks_take_dask_unless_asked(tmp_path, hpcflow, args, engine):
+    """With ``--engine threads`` the Python tasks run as child processes, never inside the
+    driver; the results are the same."""
+    wf = _python_example(tmp_path)
+    result = hpcflow("run", str(wf), "-q", "--threads", "2", *args, cwd=wf.parent)
+    assert result.returncode == 0, result.output
+    assert _run_info(wf.parent)["engine"] == engine
+    assert (wf.parent / "results" / "total.txt").read_text().strip() == str(
+        sum(x * x for x in range(1, 11))
+    )
+
+
+def test_a_task_wider_than_the_slots_is_refused_before_the_run(tmp_path, hpcflow):
+    wf = write_workflow(tmp_path, SHELL)
+    result = hpcflow("run", str(wf), "-q", "--threads", "1", cwd=tmp_path)
+    assert result.returncode == 2, result.output
+    assert "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
