@@ -57,11 +57,12 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 @click.option("--threads", type=click.IntRange(min=1), help="Slots per local worker.")
 @click.option(
     "--engine",
-    type=click.Choice(["auto", "threads", "dask"]),
+    type=click.Choice(["auto", "pool", "dask"]),
     default="auto",
     show_default=True,
-    help="Local runs: threads in this process (no Dask) or the embedded Dask cluster; "
-    "auto takes threads unless a task to run is a Python call or --workers > 1.",
+    help="Local runs: a pool in this process (threads start commands, worker processes "
+    "run Python calls; no Dask) or the embedded Dask cluster; auto takes the pool unless "
+    "--workers > 1.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
 @click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")

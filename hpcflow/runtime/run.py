@@ -46,7 +46,7 @@ class RunOptions:
     rerun: tuple[str, ...] = ()
     workers: int | None = None
     threads: int | None = None
-    #: Local runs: ``threads`` (no Dask), ``dask`` (the embedded cluster) or ``auto``.
+    #: Local runs: ``pool`` (no Dask), ``dask`` (the embedded cluster) or ``auto``.
     engine: str = "auto"
 
 
@@ -300,25 +300,18 @@ def storage_problem(exc: BaseException) -> str | None:
     return None
 
 
-def local_engine(prepared: PreparedRun, options: RunOptions) -> str:
-    """Which engine a local run uses: ``threads`` or ``dask``.
+def local_engine(options: RunOptions) -> str:
+    """Which engine a local run uses: ``pool`` or ``dask``.
 
-    ``auto`` takes threads when every task to run is a command (shell or argv) and one
-    worker process was asked for: such runs gain nothing from Dask but its start-up and
-    round trips. Python tasks keep the Dask cluster, which runs them in worker
-    processes, apart from the driver; so does ``--workers`` above 1.
+    ``auto`` takes the pool (threads in the driver for commands, worker processes for
+    Python calls): a local run gains nothing from Dask but its start-up and round trips.
+    ``--workers`` above 1 asks for Dask's worker processes, so it takes Dask.
     """
     if options.engine != "auto":
         return options.engine
     if options.workers is not None and options.workers > 1:
         return "dask"
-    graph = prepared.graph
-    kinds = {
-        graph.template(inst).spec.kind
-        for inst, run in zip(graph.instances, prepared.decision.run, strict=True)
-        if run
-    }
-    return "dask" if "python" in kinds else "threads"
+    return "pool"
 
 
 def execute(
@@ -330,7 +323,7 @@ def execute(
     started = time.time()
     graph = prepared.graph
     capacity = LocalCapacity.detect(options.workers, options.threads)
-    engine = local_engine(prepared, options)
+    engine = local_engine(options)
     try:
         check_capacity(graph, prepared.decision.run, capacity.max_cpus_per_task, capacity.gpus)
         run_id, paths, db = create_run(
@@ -369,10 +362,10 @@ def execute(
 
 def _local_engine(engine: str, capacity: LocalCapacity, workdir: str) -> Any:
     """The context manager that provides the local engine's client."""
-    if engine == "threads":
-        from hpcflow.backends.local.threads import LocalThreads
+    if engine == "pool":
+        from hpcflow.backends.local.pool import LocalPool
 
-        return LocalThreads(capacity.slots)
+        return LocalPool(capacity.slots, workdir)
     from hpcflow.backends.local.backend import LocalCluster
 
     return LocalCluster(capacity, workdir)

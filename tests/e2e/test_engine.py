@@ -1,5 +1,5 @@
-"""Local engines: threads in the driver for command-only runs, the embedded Dask cluster
-for Python tasks (or when asked); both give the same results and the same records."""
+"""Local engines: the pool (threads in the driver for commands, worker processes for
+Python calls) by default, the embedded Dask cluster when asked; the same results."""
 
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ def _run_info(root: Path) -> dict:
 
 @pytest.mark.parametrize(
     ("args", "engine"),
-    [((), "threads"), (("--engine", "dask"), "dask"), (("--workers", "2"), "dask")],
+    [((), "pool"), (("--engine", "dask"), "dask"), (("--workers", "2"), "dask")],
 )
-def test_command_only_runs_take_threads_unless_asked(tmp_path, hpcflow, args, engine):
+def test_runs_take_the_pool_unless_asked(tmp_path, hpcflow, args, engine):
     wf = write_workflow(tmp_path, SHELL)
     result = hpcflow("run", str(wf), "-q", "--threads", "2", *args, cwd=tmp_path)
     assert result.returncode == 0, result.output
@@ -55,10 +55,8 @@ def _python_example(tmp_path: Path) -> Path:
     return folder / "workflow.yaml"
 
 
-@pytest.mark.parametrize(("args", "engine"), [((), "dask"), (("--engine", "threads"), "threads")])
-def test_python_tasks_take_dask_unless_asked(tmp_path, hpcflow, args, engine):
-    """With ``--engine threads`` the Python tasks run as child processes, never inside the
-    driver; the results are the same."""
+@pytest.mark.parametrize(("args", "engine"), [((), "pool"), (("--engine", "dask"), "dask")])
+def test_python_tasks_run_on_either_engine(tmp_path, hpcflow, args, engine):
     wf = _python_example(tmp_path)
     result = hpcflow("run", str(wf), "-q", "--threads", "2", *args, cwd=wf.parent)
     assert result.returncode == 0, result.output

@@ -65,7 +65,7 @@ tasks:
 """
 
 
-@pytest.mark.parametrize(("kill_after", "engine"), [(3, "threads"), (17, "threads"), (9, "dask")])
+@pytest.mark.parametrize(("kill_after", "engine"), [(3, "pool"), (17, "pool"), (9, "dask")])
 def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
     tmp_path, env, hpcflow, kill_after, engine
 ):
@@ -93,7 +93,7 @@ def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(N))
 
 
-@pytest.mark.parametrize("engine", ["threads", "dask"])
+@pytest.mark.parametrize("engine", ["pool", "dask"])
 def test_sigterm_cancels_cleanly_and_leaves_no_processes(tmp_path, env, engine):
     marker = f"hpcflow-cancel-{time.time_ns()}"
     wf = write_workflow(
