@@ -70,3 +70,46 @@ def test_killed_worker_task_is_rerun_and_its_output_not_trusted(tmp_path, env):
     out, err = run.communicate(timeout=120)
     assert run.returncode == 0, out + err
     outputs_are_the_retries_only(tmp_path)
+
+
+PY_MODULE = """
+import os, time
+from pathlib import Path
+
+def step(i):
+    Path(f"pids/{i}").write_text(str(os.getpid()))
+    Path(f"out/{i}.txt").write_text("begin\\n")
+    time.sleep(3)
+    with open(f"out/{i}.txt", "a") as handle:
+        handle.write("end\\n")
+    return i
+"""
+
+PY_WF = """
+name: python-worker-kill
+tasks:
+  - name: step
+    foreach: {i: {range: [0, 4]}}
+    python: stepmod:step
+    outputs: ["out/{i}.txt"]
+"""
+
+
+def test_killed_python_worker_of_the_pool_engine_is_replaced_and_its_task_rerun(tmp_path, env):
+    """The default (pool) engine: a Python task's worker process gets SIGKILL mid-task;
+    the chunk runs again on a fresh worker and the run succeeds."""
+    (tmp_path / "pids").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "stepmod.py").write_text(PY_MODULE)
+    wf = write_workflow(tmp_path, PY_WF)
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--threads", "2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    kill_a_worker_mid_task(tmp_path)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, out + err
+    for i in range(4):
+        assert (tmp_path / "out" / f"{i}.txt").read_text() == "begin\nend\n"
+    (run_dir,) = (tmp_path / ".hpcflow" / "runs").iterdir()
+    assert "died running" in (run_dir / "driver.log").read_text()
