@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hpcflow.runtime.calls import TaskCall
+
 REPO = Path(__file__).resolve().parent.parent
 
 #: Values that would run commands, break quoting or escape folders if mishandled.
@@ -95,6 +97,20 @@ def write_workflow(directory: Path, text: str, name: str = "workflow.yaml") -> P
     path = directory / name
     path.write_text(text)
     return path
+
+
+def task_call(directory: Path, index: int, command: str, **changes: object) -> TaskCall:
+    """A shell task's call as the driver makes it: logs under ``directory/logs``."""
+    logs = directory / "logs"
+    call = TaskCall(
+        index=index, attempt=1, kind="shell", command=command, argv=None, python=None,
+        kwargs=None, workdir=str(directory), env=None, timeout=None, inputs=(), outputs=(),
+        stdout=str(logs / f"{index}.out"), stderr=str(logs / f"{index}.err"),
+        result=str(logs / f"{index}.json"), quarantine_dir=str(directory / "q" / str(index)),
+    )  # fmt: skip
+    for name, value in changes.items():
+        setattr(call, name, value)
+    return call
 
 
 def processes_with(marker: str) -> list[psutil.Process]:

@@ -83,65 +83,72 @@ def _group_alive(pgid: int) -> bool:
 def run_chunk(calls: list[TaskCall], inline: bool = True) -> list[Outcome]:
     """Run ``calls`` in order and return one outcome each (cancelled ones included).
 
-    ``inline=False``: Python tasks always run as child processes (the threads engine,
-    where this process is the driver).
+    Tiny shell tasks run several to a shell (:mod:`hpcflow.runtime.shell_batch`) when
+    there are enough of them. ``inline=False``: Python tasks always run as child
+    processes (the pool engine, where this process is the driver).
     """
-    outcomes = []
+    from hpcflow.runtime.shell_batch import batchable, run_batch
+
+    together = batchable(calls)
+    outcomes: dict[int, Outcome] = {}
+    if together:
+        for outcome in run_batch(together):
+            outcomes[outcome.index] = outcome
     for call in calls:
-        if LIVE.cancelled:
-            now = time.time()
-            outcomes.append(
-                Outcome(
-                    call.index,
-                    call.attempt,
-                    "cancelled",
-                    None,
-                    now,
-                    now,
-                    host=_HOST,
-                    message="run cancelled",
-                )
-            )
+        if call.index in outcomes:
             continue
-        outcomes.append(run_call(call, inline))
-    return outcomes
+        if LIVE.cancelled:
+            outcomes[call.index] = cancelled(call, time.time())
+            continue
+        outcomes[call.index] = run_call(call, inline)
+    return [outcomes[call.index] for call in calls]
 
 
-def run_call(call: TaskCall, inline: bool = True) -> Outcome:
-    """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
+def cancelled(call: TaskCall, started: float) -> Outcome:
+    """The outcome of a call the run's cancel stopped (or never started)."""
+    return Outcome(
+        call.index,
+        call.attempt,
+        "cancelled",
+        None,
+        started,
+        time.time(),
+        host=_HOST,
+        message="run cancelled",
+    )
+
+
+def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
+    """Before an attempt: its inputs' signatures, or a failed outcome when one is
+    missing; stale outputs removed and their folders made."""
     started = time.time()
-    try:
-        inputs_sig, missing = file_signatures(call.inputs)
-        if missing:
-            return _finish(
-                call,
-                started,
-                "failed",
-                None,
-                None,
-                "missing input files: " + ", ".join(missing[:5]),
-            )
-        ensure_dir(call.workdir)
-        for path in call.outputs:
-            # A stale file must never pass for this attempt's output.
-            try:
-                os.unlink(path)
-            except (FileNotFoundError, IsADirectoryError, PermissionError):
-                pass
-            ensure_dir(os.path.dirname(path))
-        if (
-            inline
-            and call.kind == "python"
-            and call.timeout is None
-            and os.getcwd() == call.workdir
-        ):
-            # In-process is fast; it needs the task's directory to be the process's one,
-            # and no timeout (a thread cannot be killed). Otherwise: a child process.
-            exit_code, peak, message = _run_python_inline(call)
-        else:
-            exit_code, peak, message = _run_process(call)
-    except OSError as exc:
-        return _finish(call, started, "failed", None, None, f"cannot start: {exc}")
+    inputs_sig, missing = file_signatures(call.inputs)
+    if missing:
+        failed = _finish(
+            call, started, "failed", None, None, "missing input files: " + ", ".join(missing[:5])
+        )
+        return inputs_sig, failed
+    ensure_dir(call.workdir)
+    for path in call.outputs:
+        # A stale file must never pass for this attempt's output.
+        try:
+            os.unlink(path)
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            pass
+        ensure_dir(os.path.dirname(path))
+    return inputs_sig, None
+
+
+def conclude_call(
+    call: TaskCall,
+    started: float,
+    exit_code: int,
+    peak: int | None,
+    message: str | None,
+    inputs_sig: dict[str, list[int]],
+    ended: float | None = None,
+) -> Outcome:
+    """After an attempt ran: its outcome from the exit code and the outputs it left."""
     if LIVE.cancelled and exit_code != 0:
         return _finish(call, started, "cancelled", exit_code, peak, "run cancelled")
     if exit_code != 0:
@@ -156,20 +163,42 @@ def run_call(call: TaskCall, inline: bool = True) -> Outcome:
             peak,
             "exited 0 but did not create: " + ", ".join(missing[:5]),
         )
-    outcome = Outcome(
+    return Outcome(
         call.index,
         call.attempt,
         "succeeded",
         0,
         started,
-        time.time(),
+        ended if ended is not None else time.time(),
         peak,
         _HOST,
         None,
         inputs_sig,
         outputs_sig,
     )
-    return outcome
+
+
+def run_call(call: TaskCall, inline: bool = True) -> Outcome:
+    """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
+    started = time.time()
+    try:
+        inputs_sig, failed = prepare_call(call)
+        if failed is not None:
+            return failed
+        if (
+            inline
+            and call.kind == "python"
+            and call.timeout is None
+            and os.getcwd() == call.workdir
+        ):
+            # In-process is fast; it needs the task's directory to be the process's one,
+            # and no timeout (a thread cannot be killed). Otherwise: a child process.
+            exit_code, peak, message = _run_python_inline(call)
+        else:
+            exit_code, peak, message = _run_process(call)
+    except OSError as exc:
+        return _finish(call, started, "failed", None, None, f"cannot start: {exc}")
+    return conclude_call(call, started, exit_code, peak, message, inputs_sig)
 
 
 def _finish(
@@ -293,7 +322,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     return code, peak, (f"exited with {code}" if code else None)
 
 
-class _LazyFile:
+class LazyFile:
     """A log file that is created only when the first byte arrives."""
 
     def __init__(self, path: str) -> None:
@@ -323,7 +352,7 @@ def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> 
     """
     if proc.stdout is None or proc.stderr is None:
         raise RuntimeError("the task's output pipes are missing")
-    sinks = {proc.stdout.fileno(): _LazyFile(stdout), proc.stderr.fileno(): _LazyFile(stderr)}
+    sinks = {proc.stdout.fileno(): LazyFile(stdout), proc.stderr.fileno(): LazyFile(stderr)}
     poller = select.poll()
     for fd in sinks:
         poller.register(fd, select.POLLIN)

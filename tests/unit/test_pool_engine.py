@@ -14,16 +14,11 @@ import pytest
 from hpcflow.backends.local.pool import ADDRESS, LocalPool, PoolClient
 from hpcflow.runtime.calls import TaskCall
 from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
+from tests.conftest import task_call
 
 
 def _call(tmp_path: Path, index: int, command: str) -> TaskCall:
-    logs = tmp_path / "logs"
-    return TaskCall(
-        index=index, attempt=1, kind="shell", command=command, argv=None, python=None,
-        kwargs=None, workdir=str(tmp_path), env=None, timeout=None, inputs=(), outputs=(),
-        stdout=str(logs / f"{index}.out"), stderr=str(logs / f"{index}.err"),
-        result=str(logs / f"{index}.json"), quarantine_dir=str(tmp_path / "q" / str(index)),
-    )  # fmt: skip
+    return task_call(tmp_path, index, command)
 
 
 @pytest.fixture(autouse=True)
