@@ -677,7 +677,7 @@ def targets(all_stats: dict[str, dict[str, dict]], pilot: list[dict] | None) -> 
         h = all_stats[lab]["hpcflow"]
         out.append(
             f"- {lab}: memory (report only): hpcflow tree peak {_mb(h['rss'])} MB; driver "
-            f"process (CLI + scheduler) max RSS {_mb(h['main_rss'])} MB; workers, nannies "
+            f"process (CLI + engine) max RSS {_mb(h['main_rss'])} MB; Python workers "
             f"and task processes together peak {_mb(h['rest_rss'])} MB"
         )
     if pilot:
@@ -815,9 +815,10 @@ def report(
         "- `peak RSS (tree)` = max over 0.2 s psutil samples of the summed RSS of "
         "the run's process tree (its session, descendants, and processes "
         "in its work directory). `main process max RSS` = the measured process's "
-        "own ru_maxrss (exact; for hpcflow the driver, which also hosts the Dask "
-        "scheduler); `rest of tree` = peak of the sampled sum of everything else "
-        "(hpcflow: Dask nanny + worker processes and the tasks' bash processes). "
+        "own ru_maxrss (exact; for hpcflow the driver, which also hosts its local "
+        "engine: the pool, whose threads start the commands); `rest of tree` = peak "
+        "of the sampled sum of everything else (hpcflow: the tasks' bash processes, "
+        "and in W3 the fork server and Python worker processes). "
         "`CPU s` = user+sys of the processes reaped within the tree (daemonised "
         "processes such as Parsl's worker pool are not included, so Parsl's figure "
         "is an undercount).",
