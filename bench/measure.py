@@ -9,8 +9,8 @@ over after it exits.
 from __future__ import annotations
 
 import glob
+import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -133,86 +133,133 @@ def _tail(path: str, limit: int = 1500) -> str:
         return ""
 
 
+_LAUNCHER_CODE = r"""
+import json, os, subprocess, sys, time
+for line in sys.stdin:
+    job = json.loads(line)
+    try:
+        with open(job["out"], "wb") as out, open(job["err"], "wb") as err:
+            proc = subprocess.Popen(job["argv"], cwd=job["cwd"], env=job["env"],
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                    start_new_session=True)
+    except OSError as exc:
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+        continue
+    print(json.dumps({"pid": proc.pid}), flush=True)
+    _pid, status, ru = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    print(json.dumps({"rc": os.waitstatus_to_exitcode(status), "maxrss_kb": ru.ru_maxrss,
+                      "cpu_s": ru.ru_utime + ru.ru_stime, "t": time.monotonic()}), flush=True)
+"""
+
+
+class _Launcher:
+    """A small process that starts each measured command and reaps it with wait4.
+
+    Linux keeps a process's peak RSS across fork and exec (``ru_maxrss`` of a child is at
+    least its parent's size when it forked), so children of the bench process, which
+    grows to hundreds of MB while it checks the 1M-task workloads, would all report that
+    size. The launcher is started with the first measurement, while the bench is small,
+    and stays small: its children report only their own peak.
+    """
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _LAUNCHER_CODE],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def start(self, argv: list[str], cwd: str, env: dict[str, str], out: str, err: str) -> dict:
+        if self.proc.stdin is None or self.proc.stdout is None:
+            raise RuntimeError("the launcher's pipes are missing")
+        job = {"argv": argv, "cwd": cwd, "env": env, "out": out, "err": err}
+        self.proc.stdin.write(json.dumps(job) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def reaped(self) -> dict:
+        """The measured command's end (blocks until the launcher reaped it)."""
+        if self.proc.stdout is None:
+            raise RuntimeError("the launcher's pipes are missing")
+        return json.loads(self.proc.stdout.readline())
+
+
+_LAUNCHER: _Launcher | None = None
+
+
+def _launcher() -> _Launcher:
+    global _LAUNCHER
+    if _LAUNCHER is None or _LAUNCHER.proc.poll() is not None:
+        _LAUNCHER = _Launcher()
+    return _LAUNCHER
+
+
 def run_measured(
     argv: list[str], cwd: str, env: dict[str, str], timeout: float, logdir: str
 ) -> Measurement:
     m = Measurement(argv=list(argv))
     out_path = os.path.join(logdir, "stdout.txt")
     err_path = os.path.join(logdir, "stderr.txt")
-    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        t0 = time.perf_counter()
+    launcher = _launcher()
+    t0 = time.monotonic()
+    started = launcher.start(list(argv), cwd, env, out_path, err_path)
+    if "error" in started:
+        m.launch_error = str(started["error"])
+        m.wall_s = time.monotonic() - t0
+        return m
+    pid = int(started["pid"])
+    sid = pid  # session leader
+    stop = threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            pids = _session_members(sid, pid, cwd)
+            root = _tree_rss([pid])
+            rss = _tree_rss([p for p in pids if p != pid]) + root
+            m.samples += 1
+            m.peak_rss_mb = max(m.peak_rss_mb, rss / 2**20)
+            m.peak_root_rss_mb = max(m.peak_root_rss_mb, root / 2**20)
+            m.peak_rest_rss_mb = max(m.peak_rest_rss_mb, (rss - root) / 2**20)
+            m.peak_procs = max(m.peak_procs, len(pids))
+            stop.wait(SAMPLE_INTERVAL)
+
+    reaped = threading.Event()
+    status: dict[str, object] = {}
+
+    def reaper():
+        status.update(launcher.reaped())
+        reaped.set()
+
+    th = threading.Thread(target=sampler, daemon=True)
+    th.start()
+    rth = threading.Thread(target=reaper, daemon=True)
+    rth.start()
+    if reaped.wait(timeout):
+        m.wall_s = float(status["t"]) - t0  # type: ignore[arg-type]
+    else:
+        m.wall_s = time.monotonic() - t0
+        m.timed_out = True
         try:
-            proc = subprocess.Popen(
-                argv,
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            m.launch_error = f"{type(exc).__name__}: {exc}"
-            m.wall_s = time.perf_counter() - t0
-            return m
-        sid = proc.pid  # session leader
-        stop = threading.Event()
-
-        def sampler():
-            while not stop.is_set():
-                pids = _session_members(sid, proc.pid, cwd)
-                root = _tree_rss([proc.pid])
-                rss = _tree_rss([p for p in pids if p != proc.pid]) + root
-                m.samples += 1
-                m.peak_rss_mb = max(m.peak_rss_mb, rss / 2**20)
-                m.peak_root_rss_mb = max(m.peak_root_rss_mb, root / 2**20)
-                m.peak_rest_rss_mb = max(m.peak_rest_rss_mb, (rss - root) / 2**20)
-                m.peak_procs = max(m.peak_procs, len(pids))
-                stop.wait(SAMPLE_INTERVAL)
-
-        # Reap the child with wait4 (not Popen.wait) to get its own rusage: ru_maxrss of
-        # just this process, which RUSAGE_CHILDREN cannot give (it is a max over all).
-        reaped = threading.Event()
-        status: dict[str, object] = {}
-
-        def reaper():
-            _pid, st, ru = os.wait4(proc.pid, 0)
-            status["rc"] = os.waitstatus_to_exitcode(st)
-            status["maxrss_kb"] = ru.ru_maxrss
-            status["t"] = time.perf_counter()
-            reaped.set()
-
-        th = threading.Thread(target=sampler, daemon=True)
-        th.start()
-        rth = threading.Thread(target=reaper, daemon=True)
-        rth.start()
-        if reaped.wait(timeout):
-            m.wall_s = float(status["t"]) - t0  # type: ignore[arg-type]
-        else:
-            m.wall_s = time.perf_counter() - t0
-            m.timed_out = True
+            os.killpg(sid, signal.SIGTERM)
+        except OSError:
+            pass
+        if not reaped.wait(3):
             try:
-                os.killpg(sid, signal.SIGTERM)
+                os.killpg(sid, signal.SIGKILL)
             except OSError:
                 pass
-            if not reaped.wait(3):
-                try:
-                    os.killpg(sid, signal.SIGKILL)
-                except OSError:
-                    pass
-                reaped.wait()
-        rth.join()
-        m.rc = int(status["rc"])  # type: ignore[call-overload]
-        proc.returncode = m.rc  # reaped above; keep Popen from waiting again
-        m.root_maxrss_mb = int(status["maxrss_kb"]) / 1024  # type: ignore[call-overload]
-        stop.set()
-        th.join()
-    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    m.cpu_s = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+            reaped.wait()
+    rth.join()
+    m.rc = int(status["rc"])  # type: ignore[call-overload]
+    m.root_maxrss_mb = int(status["maxrss_kb"]) / 1024  # type: ignore[call-overload]
+    m.cpu_s = float(status["cpu_s"])  # type: ignore[arg-type]
+    stop.set()
+    th.join()
     # Anything still running from this measurement must not disturb the next.
-    left = set(_session_members(sid, proc.pid, cwd)) | set(_in_workdir(cwd))
-    left.discard(proc.pid)
+    left = set(_session_members(sid, pid, cwd)) | set(_in_workdir(cwd))
+    left.discard(pid)
     left = {p for p in left if _alive(p)}
     if left:
         m.leftover_procs = _kill_all(sorted(left))

@@ -64,3 +64,21 @@ def test_a_w1_peer_gets_a_cap_that_can_decide_its_target(harness) -> None:
     assert cap == pytest.approx(harness.CAP_MARGIN * 20.0 * 6.0)
     assert harness.peer_cap(w, "snakemake", [], 0, 240.0) == 240.0
     assert harness.peer_cap(harness.Workload("W6", 10**6), "snakemake", [], 0, 240.0) == 60.0
+
+
+def test_a_measured_child_reports_its_own_peak_not_the_bench_s(harness, tmp_path) -> None:
+    """Linux carries a parent's peak RSS into a forked child's ru_maxrss; the launcher
+    keeps the bench's own size (here 300 MB) out of what a measured command reports."""
+    import os
+
+    import measure  # bench/measure.py, importable once the harness is
+
+    measure.run_measured(["true"], str(tmp_path), dict(os.environ), 30, str(tmp_path))
+    ballast = bytearray(300 * 2**20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touched: resident
+    m = measure.run_measured(
+        [sys.executable, "-c", "pass"], str(tmp_path), dict(os.environ), 30, str(tmp_path)
+    )
+    assert m.rc == 0 and not m.timed_out
+    assert m.root_maxrss_mb < 150, m.root_maxrss_mb
+    del ballast
