@@ -72,3 +72,23 @@ def test_a_task_wider_than_the_slots_is_refused_before_the_run(tmp_path, hpcflow
     assert result.returncode == 2, result.output
     assert "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_a_python_task_may_start_its_own_processes(tmp_path, hpcflow):
+    """Workers are not daemonic: a task's own multiprocessing.Pool works, as on Dask
+    (where hpcflow sets ``distributed.worker.daemon: False``)."""
+    (tmp_path / "poolmod.py").write_text(
+        "import multiprocessing as mp\n\n"
+        "def pool_sum(n):\n"
+        "    with mp.Pool(2) as p:\n"
+        "        return sum(p.map(abs, range(n)))\n"
+    )
+    wf = write_workflow(
+        tmp_path, "name: mp\ntasks:\n  - name: uses_pool\n    python: poolmod:pool_sum\n"
+        "    params: {n: 10}\n"
+    )  # fmt: skip
+    result = hpcflow("run", str(wf), "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.output
+    assert _run_info(tmp_path)["engine"] == "pool"
+    (result_file,) = (tmp_path / ".hpcflow" / "runs").glob("*/tasks/*/1.result.json")
+    assert json.loads(result_file.read_text()) == 45
