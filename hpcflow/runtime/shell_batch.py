@@ -7,8 +7,8 @@ forked subshell in a process group of its own, with stdin from ``/dev/null``, th
 task's folder and environment, and its stragglers killed when it ends — what a
 separate ``bash -c`` gives, at a fork's cost instead of an exec's.
 
-The shell reports on a status pipe when each task starts (its time and process
-group) and ends (its exit status and time); after each task it writes an end mark on
+The shell reports on a status pipe when each task has started (its time and process
+group) and when it ends (its exit status and time); after each task it writes an end mark on
 its stdout and stderr, so the driver can split the two streams into the tasks' own log
 files, created only when a task wrote something. Inputs are checked, stale outputs
 removed, outputs checked and failed outputs quarantined per task, as for any task
@@ -92,10 +92,9 @@ def _task_lines(k: int, call: TaskCall, mark: str) -> str:
     # $__hpcflow_s is the status pipe, $__hpcflow_e the stderr pipe: the shell's own
     # stderr (job-control notices such as "[1]+ Done") goes to /dev/null.
     return (
-        f'printf \'S %d %s\\n\' {k} "$EPOCHREALTIME" >&"$__hpcflow_s"\n'
         f'( {body}\n) </dev/null 2>&"$__hpcflow_e" {{__hpcflow_s}}>&- {{__hpcflow_e}}>&- &\n'
         "__hpcflow_p=$!\n"
-        f'printf \'P %d %d\\n\' {k} "$__hpcflow_p" >&"$__hpcflow_s"\n'
+        f'printf \'S %d %s %d\\n\' {k} "$EPOCHREALTIME" "$__hpcflow_p" >&"$__hpcflow_s"\n'
         'wait "$__hpcflow_p"; __hpcflow_rc=$?\n'
         'kill -KILL -- "-$__hpcflow_p" 2>/dev/null\n'
         f"printf '{mark}'; printf '{mark}' >&\"$__hpcflow_e\"\n"
@@ -289,9 +288,9 @@ def _status_line(
     k = int(parts[1])
     if parts[0] == "S":
         started[k] = _seconds(parts[2])
-    elif parts[0] == "P" and parts[2].isdigit():
-        groups[k] = int(parts[2])
-        LIVE.add(groups[k])  # a cancel kills the task's group too
+        if len(parts) >= 4 and parts[3].isdigit():
+            groups[k] = int(parts[3])
+            LIVE.add(groups[k])  # a cancel kills the task's group too
     elif parts[0] == "E" and len(parts) >= 4:
         ended[k] = (int(parts[2]), _seconds(parts[3]))
         if k in groups:
