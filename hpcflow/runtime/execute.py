@@ -39,6 +39,9 @@ class LiveProcesses:
     def add(self, pgid: int) -> None:
         with self._lock:
             self._groups.add(pgid)
+            late = self.cancelled
+        if late:  # started while a cancel was under way: it missed the kill
+            _signal_group(pgid, signal.SIGKILL)
 
     def discard(self, pgid: int) -> None:
         with self._lock:
@@ -46,8 +49,8 @@ class LiveProcesses:
 
     def kill_all(self, grace: float = 1.0) -> int:
         """SIGTERM every live group, then SIGKILL what is left after ``grace`` seconds."""
-        self.cancelled = True
         with self._lock:
+            self.cancelled = True
             groups = list(self._groups)
         for pgid in groups:
             _signal_group(pgid, signal.SIGTERM)

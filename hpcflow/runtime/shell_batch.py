@@ -268,7 +268,11 @@ def _run_script(
         os.close(status_read)
         proc.stdout.close()
         proc.stderr.close()
-        for pgid in groups.values():
+        for k, pgid in groups.items():
+            if k not in ended:
+                # The shell died (a cancel) before it could end this task: its group
+                # may have started after the cancel's kill; stop it now.
+                _signal_group(pgid, signal.SIGKILL)
             LIVE.discard(pgid)
         LIVE.discard(proc.pid)
     return [

@@ -14,7 +14,7 @@ import pytest
 from hpcflow.backends.local.pool import ADDRESS, LocalPool, PoolClient
 from hpcflow.runtime.calls import TaskCall
 from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
-from tests.conftest import task_call
+from tests.conftest import processes_with, task_call
 
 
 def _call(tmp_path: Path, index: int, command: str) -> TaskCall:
@@ -177,3 +177,17 @@ def test_cancel_kills_the_running_tasks_and_a_new_engine_starts_clean(tmp_path):
             timeout=30
         )
     assert outcome.state == "succeeded"
+
+
+def test_leaving_on_an_error_stops_the_running_tasks(tmp_path):
+    marker = f"hpcflow-pool-error-{time.time_ns()}"
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="disk is full"), LocalPool(1, str(tmp_path)) as engine:
+        assert engine.client is not None
+        engine.client.submit(run_chunk, [_call(tmp_path, 0, f"exec -a {marker} sleep 30")], key="k")
+        deadline = time.monotonic() + 20
+        while not processes_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        raise RuntimeError("the disk is full")
+    assert time.monotonic() - started < 15
+    assert processes_with(marker) == []

@@ -32,7 +32,7 @@ from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from typing import Any
 
 from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.execute import LIVE, run_chunk
+from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +264,11 @@ class LocalPool:
         log.info("pool engine: %d slots in process %d", self.slots, os.getpid())
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self.client is not None:
-            self.client.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if self.client is None:
+            return
+        if exc_type is not None:
+            # The run stopped on an error (a full disk, say): stop its tasks, as closing
+            # a Dask cluster stops its workers, rather than wait for them.
+            kill_running()
+        self.client.close()
