@@ -28,6 +28,10 @@ class CallFactory:
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
     _slugs: dict[int, str] = field(default_factory=dict)
+    #: What call() rendered for each task in flight, kept for its fingerprint.
+    _rendered: dict[int, tuple[tuple[str, str | None, list[str] | None], dict[str, str]]] = field(
+        default_factory=dict
+    )
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -70,8 +74,14 @@ class CallFactory:
         return {k: t.render(inst.params, value_text) for k, t in parsed.items()}
 
     def fingerprint(self, inst: TaskInstance) -> str:
-        """A hash of everything that defines what the task does (not of its input data)."""
-        kind, command, argv = self.action(inst)
+        """A hash of everything that defines what the task does (not of its input data).
+
+        Uses what :meth:`call` rendered for the task, if it did, instead of rendering again.
+        """
+        rendered = self._rendered.pop(inst.index, None)
+        if rendered is None:
+            rendered = (self.action(inst), self.env(inst))
+        (kind, command, argv), env = rendered
         spec = self.graph.template(inst).spec
         payload = [
             kind,
@@ -79,13 +89,17 @@ class CallFactory:
             argv,
             spec.python,
             _jsonable(inst.params) if kind == "python" else None,
-            self.env(inst),
+            env,
             inst.workdir,
             list(inst.outputs),
         ]
         return hashlib.sha1(
             json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False
         ).hexdigest()
+
+    def forget(self, inst: TaskInstance) -> None:
+        """Drop what :meth:`call` kept for ``inst`` (an attempt that did not succeed)."""
+        self._rendered.pop(inst.index, None)
 
     def slug(self, inst: TaskInstance) -> str:
         """The task's folder name (cached: computed once per task)."""
@@ -96,12 +110,14 @@ class CallFactory:
 
     def call(self, inst: TaskInstance, attempt: int) -> TaskCall:
         template = self.graph.template(inst)
-        kind, command, argv = self.action(inst)
+        action = self.action(inst)
+        kind, command, argv = action
         if self.paths is None:
             raise RuntimeError("CallFactory needs run paths to build calls")
         slug = self.slug(inst)
         stdout, stderr, result = self.paths.attempt_files(slug, attempt)
         env = self.env(inst)
+        self._rendered[inst.index] = (action, dict(env))
         resources = template.resources
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))

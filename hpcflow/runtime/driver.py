@@ -330,7 +330,9 @@ class Driver:
                 )
             elif out.state == "cancelled":
                 state = st.CANCELLED
+                self.factory.forget(self.graph.instances[i])
             else:
+                self.factory.forget(self.graph.instances[i])
                 policy = self.graph.template(self.graph.instances[i]).retries
                 retry = self.attempt[i] - 1 < policy.attempts
                 state = st.PENDING if retry else st.FAILED

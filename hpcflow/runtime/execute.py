@@ -133,11 +133,13 @@ def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
         return inputs_sig, failed
     ensure_dir(call.workdir)
     for path in call.outputs:
-        # A stale file must never pass for this attempt's output.
-        try:
-            os.unlink(path)
-        except (FileNotFoundError, IsADirectoryError, PermissionError):
-            pass
+        # A stale file must never pass for this attempt's output. (Looked up first: an
+        # unlink locks the folder even when there is nothing to remove.)
+        if os.path.lexists(path):
+            try:
+                os.unlink(path)
+            except (FileNotFoundError, IsADirectoryError, PermissionError):
+                pass
         ensure_dir(os.path.dirname(path))
     return inputs_sig, None
 

@@ -92,11 +92,11 @@ def _task_lines(k: int, call: TaskCall, mark: str) -> str:
     # $__hpcflow_s is the status pipe, $__hpcflow_e the stderr pipe: the shell's own
     # stderr (job-control notices such as "[1]+ Done") goes to /dev/null.
     return (
-        f'( {body}\n) </dev/null 2>&"$__hpcflow_e" {{__hpcflow_s}}>&- {{__hpcflow_e}}>&- &\n'
+        f'( {body}\n) 2>&"$__hpcflow_e" {{__hpcflow_s}}>&- {{__hpcflow_e}}>&- &\n'
         "__hpcflow_p=$!\n"
         f'printf \'S %d %s %d\\n\' {k} "$EPOCHREALTIME" "$__hpcflow_p" >&"$__hpcflow_s"\n'
         'wait "$__hpcflow_p"; __hpcflow_rc=$?\n'
-        'kill -KILL -- "-$__hpcflow_p" 2>/dev/null\n'
+        'kill -KILL -- "-$__hpcflow_p"\n'
         f"printf '{mark}'; printf '{mark}' >&\"$__hpcflow_e\"\n"
         f'printf \'E %d %d %s\\n\' {k} "$__hpcflow_rc" "$EPOCHREALTIME" >&"$__hpcflow_s"\n'
     )
@@ -170,19 +170,20 @@ class _Splitter:
         self.pending = b""
 
     def feed(self, data: bytes) -> None:
-        buffer = self.pending + data
+        buffer = self.pending + data if self.pending else data
+        mark, start = self.mark, 0
         while True:
-            at = buffer.find(self.mark)
+            at = buffer.find(mark, start)
             if at < 0:
                 break
-            self._write(buffer[:at])
-            buffer = buffer[at + len(self.mark) :]
+            self._write(buffer[start:at])
+            start = at + len(mark)
             self._next()
-        keep = len(self.mark) - 1
-        if len(buffer) > keep:
-            self._write(buffer[: len(buffer) - keep])
-            buffer = buffer[len(buffer) - keep :]
-        self.pending = buffer
+        # Keep back only a tail that could be the start of a mark cut by the read.
+        cut = buffer.rfind(mark[:1], max(start, len(buffer) - len(mark) + 1))
+        end = len(buffer) if cut < 0 or not mark.startswith(buffer[cut:]) else cut
+        self._write(buffer[start:end])
+        self.pending = buffer[end:]
 
     def close(self) -> None:
         self._write(self.pending)

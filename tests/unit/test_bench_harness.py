@@ -82,3 +82,11 @@ def test_a_measured_child_reports_its_own_peak_not_the_bench_s(harness, tmp_path
     assert m.rc == 0 and not m.timed_out
     assert m.root_maxrss_mb < 150, m.root_maxrss_mb
     del ballast
+
+
+def test_the_work_directories_file_system_is_named(harness, tmp_path) -> None:
+    """The report says where the tools' files went; the default is RAM only when it is."""
+    assert harness.filesystem_of("/proc/self/status") == "proc"
+    assert harness.filesystem_of(str(tmp_path)) not in ("", "?")
+    root = harness.default_workdir_root()
+    assert root is None or harness.filesystem_of(root) == "tmpfs"

@@ -133,3 +133,20 @@ def test_only_plain_shell_tasks_take_part(tmp_path):
     assert shell_batch.batchable([plain, timed, twin, odd_env]) == [plain, twin]
     outcomes = run_chunk([plain, timed, odd_env, argv, twin])
     assert [o.state for o in outcomes] == ["succeeded"] * 5
+
+
+@pytest.mark.parametrize("piece", [1, 2, 5, 13, 64, 10_000])
+def test_logs_split_right_whatever_the_read_boundaries(tmp_path, piece):
+    """Marks cut by a read, NUL bytes and mark-like text in the output: every byte still
+    lands in its own task's log, and a task that wrote nothing gets no log."""
+    mark = b"\0hpcflow-end-0123456789abcdef\n"
+    texts = [b"plain\n", b"", b"\0hpcflow-end-but-not-a-mark\0\0", b"x" * 300 + b"\0", b"\0"]
+    paths = [str(tmp_path / f"log{k}") for k in range(len(texts))]
+    stream = b"".join(text + mark for text in texts)
+    splitter = shell_batch._Splitter(mark, paths)
+    for at in range(0, len(stream), piece):
+        splitter.feed(stream[at : at + piece])
+    splitter.close()
+    for text, path in zip(texts, paths, strict=True):
+        assert (Path(path).read_bytes() if Path(path).exists() else b"") == text
+    assert not Path(paths[1]).exists()
