@@ -29,6 +29,7 @@ from snakemake_executor_plugin_hpcflow.session import (
     LocalSession,
     PilotSession,
     Session,
+    job_key,
 )
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
@@ -123,14 +124,16 @@ class Executor(RemoteExecutor):
         self._note_placement(session, task)
         call = session.call_for(task, self.format_job_exec(job))
         row = session.record_started(task)
+        # None while a continuation allocation is on its way: sent by check_active_jobs.
         future = session.submit(task, call)
         self.report_job_submission(
             SubmittedJobInfo(
                 job=job,
-                external_jobid=str(future.key),
+                external_jobid=job_key(task, call),
                 aux={
                     "future": future,
                     "task": task,
+                    "call": call,
                     "row": row,
                     "stdout": call.stdout,
                     "stderr": call.stderr,
@@ -170,12 +173,42 @@ class Executor(RemoteExecutor):
             return
         running: list[SubmittedJobInfo] = []
         finished: list[tuple[SubmittedJobInfo, Outcome | None]] = []
+        lost: list[SubmittedJobInfo] = []
+        unsent: list[SubmittedJobInfo] = []
         for job_info in active_jobs:
             future = (job_info.aux or {})["future"]
-            if future.done():
-                finished.append((job_info, _outcome(future)))
-            else:
+            if future is None:
+                unsent.append(job_info)
+            elif not future.done():
                 running.append(job_info)
+            else:
+                outcome = _outcome(future)
+                if outcome is None:
+                    lost.append(job_info)
+                else:
+                    finished.append((job_info, outcome))
+        if lost and session is not None:
+            verdict = session.lost()
+            if verdict == "resend":
+                for job_info in lost:
+                    (job_info.aux or {})["future"] = None
+                unsent += lost
+            elif verdict == "wait":
+                running += lost
+            else:
+                finished += [(job_info, None) for job_info in lost]
+        elif lost:
+            finished += [(job_info, None) for job_info in lost]
+        for job_info in unsent:
+            # Waiting for a continuation allocation: sent once its cluster takes them.
+            aux = job_info.aux or {}
+            try:
+                future = session.submit(aux["task"], aux["call"]) if session else None
+            except Exception as exc:  # e.g. the new client closing again: next check
+                log.debug("could not send %s yet: %s", job_info.external_jobid, exc)
+                future = None
+            aux["future"] = future
+            running.append(job_info)
         if finished and session is not None:
             # One transaction for all of them, before Snakemake hears of any.
             ended = []
@@ -205,8 +238,8 @@ class Executor(RemoteExecutor):
         """Cancel the jobs' futures and kill their processes (Ctrl-C, or a failed run)."""
         if self.session is None:
             return
-        futures = [info.aux["future"] for info in active_jobs if info.aux]
-        if futures:
+        futures = [info.aux["future"] for info in active_jobs if info.aux and info.aux["future"]]
+        if active_jobs:
             self.session.cancelled = True
         self.session.cancel(futures)
 

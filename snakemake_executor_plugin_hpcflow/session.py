@@ -41,6 +41,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Seconds an allocation may go on after losing its Dask scheduler before the plugin
+#: gives up on it (it normally ends within seconds: the scheduler is its batch script's).
+LOST_SCHEDULER_GRACE = 120.0
+
 
 class CapacityError(HpcflowError):
     """A job asks for more than any worker of the session's cluster offers."""
@@ -136,6 +140,13 @@ class Session:
         """Why the cluster will never run the jobs sent to it, or None while it can."""
         return None
 
+    def lost(self) -> str:
+        """What to do with jobs whose futures came back lost (their worker or the whole
+        cluster went away): ``"failed"`` (report them to Snakemake), ``"wait"`` (not
+        known yet: ask again on the next check) or ``"resend"`` (a continuation cluster
+        is coming: send them again, same attempt, once :meth:`submit` takes them)."""
+        return "failed"
+
     # -- capacity ---------------------------------------------------------------------------
 
     def max_cpus(self) -> int:
@@ -217,26 +228,35 @@ class Session:
         )
 
     def submit(self, task: TaskRequest, call: TaskCall) -> Any:
-        """Send one call to the cluster; the Dask future resolves to ``[Outcome]``."""
+        """Send one call to the cluster; the Dask future resolves to ``[Outcome]``.
+
+        None while there is no cluster to send it to (a continuation allocation is on
+        its way): the caller keeps the call and tries again later.
+        """
         if self.client is None:
             raise RuntimeError("the session has not been started")
         return self.client.submit(
             run_chunk,
             [call],
-            key=f"snakemake-{task.slug}-{task.attempt}-{call.index}",
+            key=job_key(task, call),
             resources=task.dask_resources,
             pure=False,
         )
 
     def cancel(self, futures: list[Any]) -> None:
         """Cancel ``futures`` and kill every task process the workers are running."""
-        if self.client is None:
+        if self.client is None or not futures:
             return
         try:
             self.client.cancel(futures, force=True)
             self.client.run(kill_running, wait=True)
         except Exception as exc:  # workers may already be gone; closing follows anyway
             log.debug("cancelling on the workers failed: %s", exc)
+
+
+def job_key(task: TaskRequest, call: TaskCall) -> str:
+    """The Dask key of a job's call (also what Snakemake shows as its external id)."""
+    return f"snakemake-{task.slug}-{task.attempt}-{call.index}"
 
 
 class LocalSession(Session):
@@ -279,7 +299,12 @@ class LocalSession(Session):
 class PilotSession(Session):
     """ONE allocation for the whole Snakemake run: hpcflow's pilot allocation (scheduler on
     rank 0, workers on ranks 2..), with this process as its Dask client instead of
-    hpcflow's driver (``PilotConfig.external_client``: rank 1 only waits)."""
+    hpcflow's driver (``PilotConfig.external_client``: rank 1 only waits).
+
+    With ``resubmit: true`` in the profile, an allocation that hits its walltime (or loses
+    a node) is followed by a continuation allocation, up to ``max_resubmits`` of them: the
+    jobs it took with it are sent again to the new one, as the same attempt.
+    """
 
     mpi_as_step = True
 
@@ -298,14 +323,20 @@ class PilotSession(Session):
         #: Seconds to wait for the allocation's scheduler (None: as long as it is queued).
         self.scheduler_timeout = scheduler_timeout
         self.native_id: str | None = None
+        #: The allocation's number in this run: 1, then 2, 3... for continuations.
+        self.number = 1
         self._config: PilotConfig | None = None
+        self._continuation: threading.Thread | None = None
+        #: Set while a continuation allocation is being submitted and connected to.
+        self._continuing = threading.Event()
+        self._broken: str | None = None
+        self._stopping = threading.Event()
+        self._lost_since: float | None = None
+        self._last_poll = 0.0
 
     def start(self) -> None:
         from hpcflow.bootstrap.preflight import check_transport
-        from hpcflow.runtime.pilot import plan_pilot, submit_allocation
-        from hpcflow.store.statedb import StateDB
-        from hpcflow.transport.certificates import create_credentials
-        from hpcflow.transport.security import check_choice, security_for
+        from hpcflow.transport.security import check_choice
 
         profile = self.profile
         check_choice(
@@ -316,20 +347,33 @@ class PilotSession(Session):
             self.workdir, "pilot", self.snakefile, self.backend.name
         )
         atexit.register(self.close)
-        plan = plan_pilot(profile, self.paths, self.run_id, self.workdir)
+        self._submit(1)
+        self._connect()
+
+    def _submit(self, number: int) -> None:
+        """Plan and submit allocation ``number`` (its ranks' configuration written first)."""
+        from hpcflow.runtime.pilot import plan_pilot, submit_allocation
+        from hpcflow.store.statedb import StateDB
+        from hpcflow.transport.certificates import create_credentials
+
+        if self.paths is None:
+            raise RuntimeError("the session has not been started")
+        plan = plan_pilot(self.profile, self.paths, self.run_id, self.workdir, number)
         config = replace(plan.config, external_client=True)
         plan = replace(plan, config=config)
         self._config = config
-        if config.transport == "tls":
+        if config.transport == "tls" and number == 1:
+            # Every allocation of the run uses these (the files stay in the run folder).
             create_credentials(self.paths.run_dir, self.run_id)
         config.write(self.paths.pilot_config)
         db = StateDB(self.paths.state_db)
         try:
             self.native_id = submit_allocation(
-                self.backend, plan, self.paths, db, 1, retries=profile.submit_retries
+                self.backend, plan, self.paths, db, number, retries=self.profile.submit_retries
             )
         finally:
             db.close()
+        self.number = number
         log.info(
             "hpcflow run %s: allocation %s submitted (%d workers × %d threads)",
             self.run_id,
@@ -337,14 +381,21 @@ class PilotSession(Session):
             config.workers_expected,
             config.threads_per_worker,
         )
-        address = self._wait_for_scheduler()
+
+    def _connect(self) -> None:
+        """Wait for the allocation's scheduler and connect to it."""
         from distributed import Client
 
+        from hpcflow.transport.security import security_for
+
+        if self.paths is None or self._config is None:
+            raise RuntimeError("the allocation has not been submitted")
+        address = self._wait_for_scheduler()
         self.client = Client(
             address,
             timeout=120,
             set_as_default=False,
-            security=security_for(self.paths.run_dir, config.transport),
+            security=security_for(self.paths.run_dir, self._config.transport),
         )
         log.info("hpcflow run %s: connected to the scheduler at %s", self.run_id, address)
 
@@ -363,7 +414,7 @@ class PilotSession(Session):
         poller.track([self.native_id])
         address_file = self.paths.run_dir / "scheduler.json"
         started = time.monotonic()
-        while True:
+        while not self._stopping.is_set():
             address = _published_address(address_file, self.native_id)
             if address is not None:
                 return address
@@ -375,8 +426,8 @@ class PilotSession(Session):
                     status.native_state,
                     status.reason or "it ended before its Dask scheduler started",
                     [
-                        str(self.paths.allocation_stdout(1)),
-                        str(self.paths.allocation_stderr(1)),
+                        str(self.paths.allocation_stdout(self.number)),
+                        str(self.paths.allocation_stderr(self.number)),
                     ],
                 )
             if (
@@ -387,24 +438,128 @@ class PilotSession(Session):
                     self.native_id,
                     status.native_state if status else "UNKNOWN",
                     f"no Dask scheduler within {self.scheduler_timeout:.0f}s",
-                    [str(self.paths.allocation_stderr(1))],
+                    [str(self.paths.allocation_stderr(self.number))],
                 )
             time.sleep(0.2)
+        raise AllocationFailed(self.native_id, "CANCELLED", "the plugin was shut down", [])
+
+    # -- continuation -----------------------------------------------------------------------
+
+    def submit(self, task: TaskRequest, call: TaskCall) -> Any:
+        client = self.client
+        if self._continuing.is_set() or self._broken is not None:
+            return None  # the next allocation is not there yet (or failure() says why)
+        if client is None:
+            raise RuntimeError("the session has not been started")
+        if client.status != "running":
+            return None  # the scheduler is gone: lost() decides what comes next
+        return super().submit(task, call)
+
+    def failure(self) -> str | None:
+        return self._broken
+
+    def lost(self) -> str:
+        """Decide about jobs lost with their futures (see :meth:`Session.lost`).
+
+        A lost job while the client is still connected is a job failure (Dask already
+        retried it on other workers). A lost connection means the allocation is ending:
+        its state then decides, asked at most once per poll interval.
+        """
+        if self._continuing.is_set():
+            return "resend"
+        if self._broken is not None:
+            return "failed"
+        client = self.client
+        if client is not None and client.status == "running":
+            self._lost_since = None
+            return "failed"
+        now = time.monotonic()
+        if self._lost_since is None:
+            self._lost_since = now
+        if now - self._last_poll < min(self.profile.poll_interval, 5.0):
+            return "wait"
+        self._last_poll = now
+        try:
+            status = (
+                self.backend.poll([self.native_id]).get(self.native_id) if self.native_id else None
+            )
+        except HpcflowError as exc:
+            log.debug("poll after losing the scheduler: %s", exc)
+            status = None
+        if status is None or not status.state.final:
+            if now - self._lost_since > LOST_SCHEDULER_GRACE:
+                log.warning(
+                    "allocation %s lost its Dask scheduler %.0fs ago but did not end; "
+                    "cancelling it",
+                    self.native_id,
+                    now - self._lost_since,
+                )
+                self._end_allocation()
+                return "failed"
+            return "wait"
+        from hpcflow.runtime.pilot import NODE_FAIL
+
+        self._record_allocation(status.state.value, status.native_state)
+        stopped_early = status.state is AllocationState.TIMEOUT or status.native_state == NODE_FAIL
+        if not stopped_early or not self.profile.resubmit:
+            return "failed"
+        if self.number > self.profile.max_resubmits:
+            log.warning(
+                "allocation %s ended (%s) and the profile allows no more than %d "
+                "continuation allocations",
+                self.native_id,
+                status.native_state,
+                self.profile.max_resubmits,
+            )
+            return "failed"
+        log.warning(
+            "allocation %s %s; submitting continuation %d and sending its unfinished jobs there",
+            self.native_id,
+            "lost a node" if status.native_state == NODE_FAIL else "hit its walltime",
+            self.number + 1,
+        )
+        self._continuing.set()
+        old, self.client = self.client, None
+        self._lost_since = None
+        self._continuation = threading.Thread(
+            target=self._continue, args=(old,), name="hpcflow-continuation", daemon=True
+        )
+        self._continuation.start()
+        return "resend"
+
+    def _continue(self, old_client: Any) -> None:
+        """Close the lost cluster's client, submit the next allocation and connect to it
+        (a thread: the allocation may stay queued for long)."""
+        _close_quietly(old_client)
+        try:
+            self._submit(self.number + 1)
+            self._connect()
+        except Exception as exc:  # any reason: the jobs waiting for it must fail
+            if not self._stopping.is_set():
+                log.error("continuation allocation failed: %s", exc)
+            self._broken = f"the continuation allocation failed: {exc}"
+        finally:
+            self._continuing.clear()
+
+    def _close_client(self) -> None:
+        client, self.client = self.client, None
+        _close_quietly(client)
+
+    # -- release ----------------------------------------------------------------------------
 
     def _release(self) -> None:
         """Shut the allocation's Dask cluster down (the allocation then ends by itself);
         cancel the allocation if it is still there after a grace period."""
+        self._stopping.set()
+        if self._continuation is not None:
+            self._continuation.join(timeout=60)
         shut_down = self.client is not None
         if self.client is not None:
             try:
                 self.client.shutdown()
             except Exception as exc:  # the scheduler may be gone already
                 log.debug("shutdown: %s", exc)
-            try:
-                self.client.close()
-            except Exception as exc:
-                log.debug("close: %s", exc)
-            self.client = None
+        self._close_client()
         if self.native_id is None:
             return
         # After a shutdown the allocation ends by itself within seconds; one still queued
@@ -423,6 +578,19 @@ class PilotSession(Session):
                 )
                 return
             time.sleep(0.5)
+        self._end_allocation()
+
+    def _end_allocation(self) -> None:
+        """Cancel the current allocation (it is no use any more)."""
+        if self.native_id is None:
+            return
+        try:
+            status = self.backend.poll([self.native_id]).get(self.native_id)
+        except HpcflowError:
+            status = None
+        if status is not None and status.state.final:
+            self._record_allocation(status.state.value, status.native_state)
+            return
         log.info("cancelling allocation %s", self.native_id)
         try:
             self.backend.cancel([self.native_id])
@@ -444,8 +612,8 @@ class PilotSession(Session):
         if self.paths is None or self.native_id is None:
             return ""
         return (
-            f"Allocation {self.native_id}'s logs: {self.paths.allocation_stdout(1)} and "
-            f"{self.paths.allocation_stderr(1)}. "
+            f"Allocation {self.native_id}'s logs: {self.paths.allocation_stdout(self.number)} "
+            f"and {self.paths.allocation_stderr(self.number)}. "
         )
 
     def max_cpus(self) -> int:
@@ -453,6 +621,16 @@ class PilotSession(Session):
 
     def gpus(self) -> int:
         return self._config.gpus_per_worker if self._config else 0
+
+
+def _close_quietly(client: Any) -> None:
+    """Close a Dask client that may have lost its scheduler (never waits long, never raises)."""
+    if client is None:
+        return
+    try:
+        client.close(timeout=10)
+    except Exception as exc:  # already closed, or closing after losing its scheduler
+        log.debug("close: %s", exc)
 
 
 def _published_address(path: Path, native_id: str) -> str | None:

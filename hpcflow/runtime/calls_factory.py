@@ -14,6 +14,9 @@ from hpcflow.runtime.calls import TaskCall
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
 
+#: (kind, rendered shell command, rendered argv) of a task.
+Action = tuple[str, str | None, list[str] | None]
+
 
 @dataclass
 class CallFactory:
@@ -29,9 +32,7 @@ class CallFactory:
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
     _slugs: dict[int, str] = field(default_factory=dict)
     #: What call() rendered for each task in flight, kept for its fingerprint.
-    _rendered: dict[int, tuple[tuple[str, str | None, list[str] | None], dict[str, str]]] = field(
-        default_factory=dict
-    )
+    _rendered: dict[int, tuple[Action, dict[str, str]]] = field(default_factory=dict)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -39,7 +40,7 @@ class CallFactory:
         values["outputs"] = list(inst.outputs)
         return values
 
-    def action(self, inst: TaskInstance) -> tuple[str, str | None, list[str] | None]:
+    def action(self, inst: TaskInstance) -> Action:
         """(kind, rendered shell command, rendered argv) of ``inst``."""
         template = self.graph.template(inst)
         spec = template.spec

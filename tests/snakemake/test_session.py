@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -79,3 +80,81 @@ def test_a_status_check_before_post_init_is_harmless():
         return [job async for job in executor.check_active_jobs([])]
 
     assert asyncio.run(check()) == []
+
+
+class _Backend:
+    """Answers polls with a scripted state; counts cancels (no batch system)."""
+
+    name = "slurm"
+
+    def __init__(self, state, native_state: str) -> None:
+        from hpcflow.backends.base import AllocationStatus
+
+        self.status = AllocationStatus("41", state, native_state)
+        self.polls = 0
+        self.cancelled: list[str] = []
+
+    def poll(self, ids):
+        self.polls += 1
+        return {"41": self.status}
+
+    def cancel(self, ids):
+        self.cancelled.extend(ids)
+
+
+def _pilot(tmp_path: Path, backend: _Backend, *, resubmit: bool = True, number: int = 1):
+    from hpcflow.settings import resolve_profile
+    from snakemake_executor_plugin_hpcflow.session import PilotSession
+
+    profile = resolve_profile(
+        "slurm-test", overrides={"resubmit": resubmit, "poll_interval": 0.01}
+    ).profile
+    session = PilotSession(tmp_path, "Snakefile", profile, backend)  # type: ignore[arg-type]
+    session.native_id, session.number = "41", number
+    session.client = SimpleNamespace(status="connecting", close=lambda **kw: None)
+    return session
+
+
+@pytest.mark.parametrize(
+    ("native_state", "resubmit", "number", "verdict"),
+    [
+        ("TIMEOUT", True, 1, "resend"),  # walltime: continued
+        ("NODE_FAIL", True, 3, "resend"),  # a lost node: continued too
+        ("TIMEOUT", False, 1, "failed"),  # the profile does not continue runs
+        ("TIMEOUT", True, 4, "failed"),  # max_resubmits (3) continuations already
+        ("COMPLETED", True, 1, "failed"),  # ended for another reason: nothing to continue
+    ],
+)
+def test_jobs_lost_with_the_allocation_are_resent_only_to_a_continuation(
+    tmp_path: Path, monkeypatch, native_state: str, resubmit: bool, number: int, verdict: str
+):
+    from hpcflow.backends.base import AllocationState
+
+    state = AllocationState.COMPLETED if native_state == "COMPLETED" else AllocationState.TIMEOUT
+    if native_state == "NODE_FAIL":
+        state = AllocationState.FAILED
+    session = _pilot(tmp_path, _Backend(state, native_state), resubmit=resubmit, number=number)
+    started = []
+    monkeypatch.setattr(session, "_continue", lambda old: started.append(session.number + 1))
+    assert session.lost() == verdict
+    assert started == ([number + 1] if verdict == "resend" else [])
+    if verdict == "resend":
+        assert session.client is None  # the lost cluster's client is closed
+
+
+def test_a_lost_job_on_a_live_cluster_fails_and_a_lost_scheduler_waits_for_the_end(
+    tmp_path: Path,
+):
+    from hpcflow.backends.base import AllocationState
+
+    backend = _Backend(AllocationState.RUNNING, "RUNNING")
+    session = _pilot(tmp_path, backend)
+    session.client = SimpleNamespace(status="running")
+    assert session.lost() == "failed" and backend.polls == 0  # Dask gave up on the job
+    session.client = SimpleNamespace(status="connecting", close=lambda **kw: None)
+    assert session.lost() == "wait"  # scheduler gone, SLURM still says RUNNING
+    assert session.submit(None, None) is None  # new jobs wait too  # type: ignore[arg-type]
+    # ... for longer than the grace: the allocation is given up.
+    session._lost_since = time.monotonic() - 1000.0
+    session._last_poll = 0.0
+    assert session.lost() == "failed" and backend.cancelled == ["41"]

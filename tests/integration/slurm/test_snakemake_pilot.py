@@ -187,3 +187,39 @@ def test_a_rejected_allocation_is_a_clear_error(tmp_path: Path, env, slurm_clust
     assert "no-such-partition" in result.output
     assert "hint:" in result.output
     assert not (workdir / "results" / "total.txt").exists()
+
+
+def test_an_allocation_killed_at_its_walltime_is_continued(tmp_path: Path, env, slurm_cluster):
+    """``resubmit: true``: SLURM kills the one allocation at its 1-minute time limit with a
+    job still running; the plugin submits a continuation allocation and sends the job
+    there again (the same Snakemake attempt), and the Snakemake run succeeds."""
+    workdir = tmp_path / "wf"
+    write_snakefile(
+        workdir,
+        'rule all:\n    input: "quick.txt", "out.txt"\n'
+        'rule quick:\n    output: "quick.txt"\n    shell: "echo quick > {output}"\n'
+        'rule stubborn:\n    output: "out.txt"\n'
+        # The first run outlives the allocation; the one in the continuation is quick.
+        '    shell: "if [ -e tried ]; then echo done > {output}; '
+        'else touch tried; sleep 600; fi"\n',
+    )
+    env = {**clean_env(env), **slurm_cluster.extra_env, "HPCFLOW_RESUBMIT": "true"}
+    result = run_snakemake(
+        "--executor", "hpcflow", "--jobs", "2", "--hpcflow-mode", "pilot",
+        "--hpcflow-profile", "slurm-test", "--hpcflow-walltime", "1m",
+        cwd=workdir, env=env, timeout=420,
+    )  # fmt: skip
+    (run_dir,) = run_dirs(workdir)
+    logs = "\n".join(p.read_text() for p in sorted((run_dir / "allocations").glob("*.err")))
+    assert result.returncode == 0, result.output[-4000:] + logs
+    assert (workdir / "out.txt").read_text() == "done\n"
+    assert "hit its walltime; submitting continuation 2" in result.output
+    assert len(list((run_dir / "allocations").glob("*.sh"))) == 2
+    snap = hpcflow_status(run_dir, env)
+    assert snap["status"] == "succeeded", snap
+    assert [a["state"] for a in snap["allocations"]][0] == "timeout", snap["allocations"]
+    assert snap["counts"]["stubborn"] == {"succeeded": 1}, snap["counts"]
+    # The second allocation ended once Snakemake was done: nothing left in the queue.
+    native_id = json.loads((run_dir / "scheduler.json").read_text())["allocation"]
+    assert str(native_id) == snap["allocations"][1]["native_id"]
+    assert slurm_cluster.wait_for_job(native_id, timeout=30) in ENDED
