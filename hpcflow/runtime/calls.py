@@ -32,6 +32,9 @@ class TaskCall:
     stderr: str
     result: str
     quarantine_dir: str
+    #: The driver expects this attempt to take a small fraction of a second: it may run
+    #: in a shared shell even alone in its chunk (and its peak memory goes unmeasured).
+    tiny: bool = False
 
 
 @dataclass(slots=True)

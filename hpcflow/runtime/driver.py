@@ -81,6 +81,8 @@ class Driver:
     """Runs the ``run`` subset of ``graph`` on a Dask ``client`` with ``slots`` CPU slots."""
 
     target_chunk_seconds = 0.3
+    #: Below this mean duration a task may run in a shared shell even alone in its chunk.
+    tiny_seconds = 0.05
     max_chunk = 256
     #: Seconds between two updates of where running tasks run.
     where_interval = 2.0
@@ -252,6 +254,14 @@ class Driver:
         balanced = math.ceil(ready / (2 * parallel))
         return max(1, min(self.max_chunk, by_time, balanced))
 
+    def _tiny(self, spec_index: int) -> bool:
+        """Whether tasks of this definition have so far taken under TINY_SECONDS (after
+        a slot's worth of them ran, each measured on its own)."""
+        parallel = max(1, self.slots)
+        if self._observed.get(spec_index, 0) < parallel:
+            return False
+        return self._mean_seconds[spec_index] < self.tiny_seconds
+
     def _submit_ready(self) -> None:
         limit = 2 * self.slots + 2
         for key, ready in self._ready.items():
@@ -271,7 +281,9 @@ class Driver:
             self.attempt[i] += 1
             self._set_state(i, st.RUNNING)
             starts.append((i, self.attempt[i]))
-            calls.append(self.factory.call(self.graph.instances[i], self.attempt[i]))
+            call = self.factory.call(self.graph.instances[i], self.attempt[i])
+            call.tiny = self._tiny(self.graph.instances[i].spec_index)
+            calls.append(call)
         self.db.start_attempts(starts)
         if self.deadline is not None:
             self._queued_seconds += sum(self._estimate(i) for i in chunk)

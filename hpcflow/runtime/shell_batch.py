@@ -1,35 +1,45 @@
-"""Several tiny shell tasks run by one shell, each still a process group of its own.
+"""Tiny shell tasks run by long-lived shells, each task still a process group of its own.
 
 Starting ``bash -c CMD`` costs about 1 ms of exec and start-up per task, more than a
-tiny task itself (``echo i > out_i.txt``). Here one ``bash`` runs a chunk's shell tasks
-one after another, each as a background job of a job-control shell (``set -m``): a
-forked subshell in a process group of its own, with stdin from ``/dev/null``, the
-task's folder and environment, and its stragglers killed when it ends — what a
-separate ``bash -c`` gives, at a fork's cost instead of an exec's.
+tiny task itself (``echo i > out_i.txt``), and a fresh shell per chunk of tasks still
+costs about 3 ms of a slot's time per chunk. Here each worker process keeps a few
+job-control shells (``set -m``) alive for the whole run, one per chunk running at once.
+A chunk's tasks are written to a small script file; the shell sources it and runs the
+tasks one after another, each as a background job: a forked subshell in a process group
+of its own, with stdin from ``/dev/null``, the task's folder and environment, and its
+stragglers killed when it ends — what a separate ``bash -c`` gives, at a fork's cost.
 
 The shell reports on a status pipe when each task has started (its time and process
-group) and when it ends (its exit status and time); after each task it writes an end mark on
-its stdout and stderr, so the driver can split the two streams into the tasks' own log
-files, created only when a task wrote something. Inputs are checked, stale outputs
-removed, outputs checked and failed outputs quarantined per task, as for any task
-(:func:`hpcflow.runtime.execute.prepare_call` / ``conclude_call``). Not kept: the peak
-memory of each task (the shell cannot tell it).
+group), when it ends (its exit status and time) and when the chunk is done; after each
+task it writes an end mark on its stdout and stderr, so the driver can split the two
+streams into the tasks' own log files, created only when a task wrote something. Inputs
+are checked, stale outputs removed, outputs checked and failed outputs quarantined per
+task, as for any task (:func:`hpcflow.runtime.execute.prepare_call` / ``conclude_call``).
+Not kept: the peak memory of each task (the shell cannot tell it).
 
 Only shell tasks without a timeout (a timeout needs its own timer process) and with
 plain environment variable names take part, and only with bash 5 or newer (for
-``$EPOCHREALTIME``); everything else runs one process per task.
+``$EPOCHREALTIME``); a chunk of one such task only when the driver expects it to be
+tiny (:attr:`TaskCall.tiny`: its first tasks always run alone, so each task definition's
+peak memory is measured). Everything else runs one process per task.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
+import logging
 import os
 import re
 import secrets
 import select
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from collections.abc import Sequence
 
@@ -43,10 +53,12 @@ from hpcflow.runtime.execute import (
     prepare_call,
 )
 
-#: Fewest shell tasks worth one shell.
+log = logging.getLogger(__name__)
+
+#: Fewest shell tasks worth a shared shell (one is, if it is tiny).
 MIN_BATCH = 2
-#: Largest script handed to one shell (the kernel limits one argument to 128 KiB).
-MAX_SCRIPT = 96 * 1024
+#: Most idle shells kept per process (one per chunk running at once is enough).
+MAX_IDLE_SHELLS = 64
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -78,7 +90,9 @@ def _fits(call: TaskCall) -> bool:
 def batchable(calls: Sequence[TaskCall]) -> list[TaskCall]:
     """The calls of a chunk that run together in shells (none if too few)."""
     together = [c for c in calls if _fits(c)]
-    if len(together) < MIN_BATCH or not bash_supports_batches():
+    if not together or not bash_supports_batches():
+        return []
+    if len(together) < MIN_BATCH and not all(c.tiny for c in together):
         return []
     return together
 
@@ -89,10 +103,12 @@ def _task_lines(k: int, call: TaskCall, mark: str) -> str:
     )
     workdir = shlex.quote(call.workdir)
     body = f"cd -- {workdir} || exit 1; {exports}eval {shlex.quote(call.command or '')}"
-    # $__hpcflow_s is the status pipe, $__hpcflow_e the stderr pipe: the shell's own
-    # stderr (job-control notices such as "[1]+ Done") goes to /dev/null.
+    # $__hpcflow_s is the status pipe, $__hpcflow_e the stderr pipe, $__hpcflow_c the
+    # shell's commands: a task sees none of them. The shell's own stderr (job-control
+    # notices such as "[1]+ Done") goes to /dev/null, its stdin too (tasks inherit it).
     return (
-        f'( {body}\n) 2>&"$__hpcflow_e" {{__hpcflow_s}}>&- {{__hpcflow_e}}>&- &\n'
+        f'( {body}\n) 2>&"$__hpcflow_e" {{__hpcflow_s}}>&- {{__hpcflow_e}}>&- '
+        "{__hpcflow_c}<&- &\n"
         "__hpcflow_p=$!\n"
         f'printf \'S %d %s %d\\n\' {k} "$EPOCHREALTIME" "$__hpcflow_p" >&"$__hpcflow_s"\n'
         'wait "$__hpcflow_p"; __hpcflow_rc=$?\n'
@@ -102,33 +118,8 @@ def _task_lines(k: int, call: TaskCall, mark: str) -> str:
     )
 
 
-#: Job control on (each task its own process group); the tasks' stderr kept on a new
-#: descriptor and the shell's own pointed at /dev/null.
-_PROLOGUE = "set -m\nexec {__hpcflow_e}>&2 2>/dev/null\n"
-
-
-def _scripts(calls: list[TaskCall], mark: str) -> list[tuple[list[TaskCall], str]]:
-    """The calls cut into scripts of at most MAX_SCRIPT bytes (a huge command alone)."""
-    out: list[tuple[list[TaskCall], str]] = []
-    group: list[TaskCall] = []
-    parts: list[str] = []
-    size = 0
-    for call in calls:
-        lines = _task_lines(len(group), call, mark)
-        if group and size + len(lines) > MAX_SCRIPT:
-            out.append((group, _PROLOGUE + "".join(parts)))
-            group, parts, size = [], [], 0
-            lines = _task_lines(0, call, mark)
-        group.append(call)
-        parts.append(lines)
-        size += len(lines)
-    if group:
-        out.append((group, _PROLOGUE + "".join(parts)))
-    return out
-
-
 def run_batch(calls: list[TaskCall]) -> list[Outcome]:
-    """Run shell ``calls`` in as few shells as fit; one outcome each, in order."""
+    """Run shell ``calls`` in one of this process's shells; one outcome each, in order."""
     outcomes: list[Outcome] = []
     ready: list[tuple[TaskCall, dict[str, list[int]]]] = []
     for call in calls:
@@ -148,26 +139,58 @@ def run_batch(calls: list[TaskCall]) -> list[Outcome]:
             outcomes.append(failed)
         else:
             ready.append((call, inputs_sig))
-    mark = f"\\0hpcflow-end-{secrets.token_hex(8)}\\n"
-    signatures = {call.index: sig for call, sig in ready}
-    for group, script in _scripts([call for call, _ in ready], mark):
+    if ready:
+        group = [call for call, _ in ready]
+        signatures = {call.index: sig for call, sig in ready}
         if LIVE.cancelled:
             outcomes.extend(cancelled(call, time.time()) for call in group)
-            continue
-        outcomes.extend(_run_script(group, script, mark, signatures))
+        else:
+            outcomes.extend(_run_group(group, signatures))
     order = {call.index: k for k, call in enumerate(calls)}
     return sorted(outcomes, key=lambda o: order[o.index])
 
 
-class _Splitter:
-    """Cuts one output stream at the end marks into the tasks' lazily made log files."""
+def _run_group(group: list[TaskCall], signatures: dict[int, dict[str, list[int]]]) -> list[Outcome]:
+    try:
+        shell = SHELLS.acquire()
+    except OSError as exc:
+        now = time.time()
+        return [
+            Outcome(c.index, c.attempt, "failed", None, now, now, message=f"cannot start: {exc}")
+            for c in group
+        ]
+    healthy = False
+    try:
+        started, ended, healthy = shell.run(group)
+    finally:
+        SHELLS.release(shell, healthy)
+    return [
+        _outcome(k, call, started, ended, signatures[call.index]) for k, call in enumerate(group)
+    ]
 
-    def __init__(self, mark: bytes, paths: list[str]) -> None:
+
+class _Splitter:
+    """Cuts one output stream at the end marks into the tasks' lazily made log files.
+
+    One per stream of a long-lived shell: :meth:`start` points it at the next chunk's
+    logs; bytes that come between chunks (a straggler's) belong to no task and are dropped.
+    """
+
+    def __init__(self, mark: bytes) -> None:
         self.mark = mark
-        self.paths = paths
+        self.paths: list[str] = []
         self.task = 0
-        self.sink: LazyFile | None = LazyFile(paths[0]) if paths else None
+        self.sink: LazyFile | None = None
         self.pending = b""
+
+    def start(self, paths: list[str]) -> None:
+        self.paths, self.task, self.pending = paths, 0, b""
+        self.sink = LazyFile(paths[0]) if paths else None
+
+    @property
+    def done(self) -> bool:
+        """Every task of the chunk has had its end mark."""
+        return self.task >= len(self.paths)
 
     def feed(self, data: bytes) -> None:
         buffer = self.pending + data if self.pending else data
@@ -179,7 +202,8 @@ class _Splitter:
             self._write(buffer[start:at])
             start = at + len(mark)
             self._next()
-        # Keep back only a tail that could be the start of a mark cut by the read.
+        # Keep back only a tail that could be the start of a mark cut by the read (a mark
+        # holds one NUL, its first byte: such a tail starts at the last NUL).
         cut = buffer.rfind(mark[:1], max(start, len(buffer) - len(mark) + 1))
         end = len(buffer) if cut < 0 or not mark.startswith(buffer[cut:]) else cut
         self._write(buffer[start:end])
@@ -203,82 +227,203 @@ class _Splitter:
         self.sink = LazyFile(self.paths[self.task]) if self.task < len(self.paths) else None
 
 
-def _run_script(
-    group: list[TaskCall], script: str, mark: str, signatures: dict[int, dict[str, list[int]]]
-) -> list[Outcome]:
-    status_read, status_write = os.pipe()
-    try:
-        proc = subprocess.Popen(
-            ["bash", "-c", f"__hpcflow_s={status_write}\n{script}"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=(status_write,),
-            start_new_session=True,
-        )
-    except OSError as exc:
-        os.close(status_read)
-        os.close(status_write)
-        now = time.time()
-        return [
-            Outcome(c.index, c.attempt, "failed", None, now, now, message=f"cannot start: {exc}")
-            for c in group
-        ]
-    os.close(status_write)
-    LIVE.add(proc.pid)
-    marks = mark.replace("\\0", "\0").replace("\\n", "\n").encode()
-    out = _Splitter(marks, [c.stdout for c in group])
-    err = _Splitter(marks, [c.stderr for c in group])
-    started: dict[int, float] = {}
-    ended: dict[int, tuple[int, float]] = {}
-    groups: dict[int, int] = {}
-    status_buffer = b""
-    if proc.stdout is None or proc.stderr is None:
-        raise RuntimeError("the shell's output pipes are missing")
-    streams = {proc.stdout.fileno(): out, proc.stderr.fileno(): err}
-    poller = select.poll()
-    for fd in (*streams, status_read):
-        poller.register(fd, select.POLLIN)
-    open_fds = {*streams, status_read}
-    exited = False
-    try:
-        while open_fds:
-            events = poller.poll(100)
+#: What a shell runs: job control on (each task its own process group); the tasks'
+#: stderr kept on a new descriptor, the commands read from another, and the shell's own
+#: stdin and stderr pointed at /dev/null; then each line it is sent names a chunk's
+#: script to source, after which it says ``D``.
+_BOOT = (
+    "set -m\n"
+    "exec {__hpcflow_e}>&2 2>/dev/null {__hpcflow_c}<&0 </dev/null\n"
+    'while IFS= read -r -u "$__hpcflow_c" __hpcflow_f; do\n'
+    '  . "$__hpcflow_f"\n'
+    "  printf 'D\\n' >&\"$__hpcflow_s\"\n"
+    "done\n"
+)
+
+
+class _Shell:
+    """One long-lived job-control ``bash`` that runs chunk scripts sent to it."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self.mark_text = f"\\0hpcflow-end-{secrets.token_hex(8)}\\n"
+        mark = self.mark_text.replace("\\0", "\0").replace("\\n", "\n").encode()
+        self.chunks = 0
+        status_read, status_write = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                ["bash", "-c", f"__hpcflow_s={status_write}\n{_BOOT}"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                pass_fds=(status_write,),
+                start_new_session=True,
+            )
+        except OSError:
+            os.close(status_read)
+            raise
+        finally:
+            os.close(status_write)
+        self.status = status_read
+        self.status_buffer = b""
+        if self.proc.stdin is None or self.proc.stdout is None or self.proc.stderr is None:
+            raise RuntimeError("the shell's pipes are missing")
+        self.out = _Splitter(mark)
+        self.err = _Splitter(mark)
+        self.streams = {self.proc.stdout.fileno(): self.out, self.proc.stderr.fileno(): self.err}
+        self.poller = select.poll()
+        for fd in (*self.streams, status_read):
+            self.poller.register(fd, select.POLLIN)
+        self.open_fds = {*self.streams, status_read}
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and len(self.open_fds) == 3
+
+    def run(
+        self, group: list[TaskCall]
+    ) -> tuple[dict[int, float], dict[int, tuple[int, float]], bool]:
+        """Run ``group``: (start times, (exit status, end time) per task, whether the shell
+        finished the chunk and can take another)."""
+        started: dict[int, float] = {}
+        ended: dict[int, tuple[int, float]] = {}
+        groups: dict[int, int] = {}
+        self.chunks += 1
+        path = os.path.join(self.folder, f"chunk-{self.proc.pid}-{self.chunks}.sh")
+        script = "".join(_task_lines(k, call, self.mark_text) for k, call in enumerate(group))
+        self.out.start([c.stdout for c in group])
+        self.err.start([c.stderr for c in group])
+        LIVE.add(self.proc.pid)
+        done = False
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(script)
+            if self.proc.stdin is None:
+                raise RuntimeError("the shell's stdin is missing")
+            self.proc.stdin.write(path.encode() + b"\n")
+            self.proc.stdin.flush()
+            done = self._follow(group, started, ended, groups)
+        except (OSError, ValueError) as exc:  # the shell is gone (its pipe broke)
+            log.debug("shell %d: %s", self.proc.pid, exc)
+        finally:
+            self.out.close()
+            self.err.close()
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            for k, pgid in groups.items():
+                if k not in ended:
+                    # The shell died (a cancel) before it could end this task: its group
+                    # may have started after the cancel's kill; stop it now.
+                    _signal_group(pgid, signal.SIGKILL)
+                LIVE.discard(pgid)
+            LIVE.discard(self.proc.pid)
+        return started, ended, done
+
+    def _follow(
+        self,
+        group: list[TaskCall],
+        started: dict[int, float],
+        ended: dict[int, tuple[int, float]],
+        groups: dict[int, int],
+    ) -> bool:
+        """Read the shell's streams until the chunk is done (True) or the shell is gone."""
+        chunk_done = False
+        exited = False
+        while self.open_fds:
+            if chunk_done and self.out.done and self.err.done:
+                return True
+            events = self.poller.poll(100)
             for fd, _event in events:
                 data = os.read(fd, 65536)
                 if not data:
-                    poller.unregister(fd)
-                    open_fds.discard(fd)
+                    self.poller.unregister(fd)
+                    self.open_fds.discard(fd)
                     continue
-                if fd in streams:
-                    streams[fd].feed(data)
+                splitter = self.streams.get(fd)
+                if splitter is not None:
+                    splitter.feed(data)
                     continue
-                status_buffer += data
-                *lines, status_buffer = status_buffer.split(b"\n")
+                self.status_buffer += data
+                *lines, self.status_buffer = self.status_buffer.split(b"\n")
                 for line in lines:
-                    _status_line(line.decode(), started, ended, groups)
-            if not events and not exited and proc.poll() is not None:
+                    if line == b"D":
+                        chunk_done = True
+                    else:
+                        _status_line(line.decode(), started, ended, groups)
+            if not events and not exited and self.proc.poll() is not None:
                 exited = True
-                _signal_group(proc.pid, signal.SIGKILL)  # stragglers holding the pipes
+                _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers holding the pipes
             elif not events and exited:
                 break
-        proc.wait()
-    finally:
-        out.close()
-        err.close()
-        os.close(status_read)
-        proc.stdout.close()
-        proc.stderr.close()
-        for k, pgid in groups.items():
-            if k not in ended:
-                # The shell died (a cancel) before it could end this task: its group
-                # may have started after the cancel's kill; stop it now.
-                _signal_group(pgid, signal.SIGKILL)
-            LIVE.discard(pgid)
-        LIVE.discard(proc.pid)
-    return [
-        _outcome(k, call, started, ended, signatures[call.index]) for k, call in enumerate(group)
-    ]
+        return chunk_done and self.out.done and self.err.done
+
+    def close(self) -> None:
+        """End the shell: no more commands (it exits), or killed if it does not."""
+        with contextlib.suppress(OSError, ValueError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _signal_group(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        for fd in list(self.open_fds):
+            with contextlib.suppress(OSError):
+                self.poller.unregister(fd)
+        self.open_fds.clear()
+        os.close(self.status)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+class ShellPool:
+    """This process's idle shells, handed to one chunk at a time."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[_Shell] = []
+        self._folder: str | None = None
+        self._registered = False
+
+    def acquire(self) -> _Shell:
+        """An idle shell, or a new one."""
+        with self._lock:
+            while self._idle:
+                shell = self._idle.pop()
+                if shell.alive():
+                    return shell
+                shell.close()
+            if self._folder is None:
+                self._folder = tempfile.mkdtemp(prefix="hpcflow-shells-")
+            if not self._registered:
+                atexit.register(self.close)
+                self._registered = True
+            folder = self._folder
+        return _Shell(folder)
+
+    def release(self, shell: _Shell, healthy: bool) -> None:
+        """Keep ``shell`` for the next chunk if it finished this one, else end it."""
+        if healthy and shell.alive() and not LIVE.cancelled:
+            with self._lock:
+                if len(self._idle) < MAX_IDLE_SHELLS and self._folder is not None:
+                    self._idle.append(shell)
+                    return
+        shell.close()
+
+    def close(self) -> None:
+        """End every idle shell and remove the scripts' folder (at exit, or when the
+        engine closes)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            folder, self._folder = self._folder, None
+        for shell in idle:
+            shell.close()
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+#: The shells of this process (the driver with the pool engine, or a Dask worker).
+SHELLS = ShellPool()
 
 
 def _status_line(

@@ -113,14 +113,29 @@ def test_a_cancel_kills_the_running_task_and_skips_the_rest(tmp_path):
     assert processes_with(marker) == []
 
 
-def test_long_scripts_are_cut_into_several_shells(tmp_path, monkeypatch):
-    monkeypatch.setattr(shell_batch, "MAX_SCRIPT", 2000)
+def test_shells_live_on_across_chunks_and_take_chunks_of_any_size(tmp_path):
+    """The next chunk runs in the same shell (no new bash); a chunk far larger than one
+    command-line argument may be (128 KiB) runs whole."""
+    first = run_chunk([task_call(tmp_path, i, f"echo $$ > shell{i}") for i in range(2)])
+    assert [o.state for o in first] == ["succeeded"] * 2
     filler = "#" + "x" * 900
-    calls = [task_call(tmp_path, i, f"echo {i} > f{i} {filler}") for i in range(7)]
-    assert len(shell_batch._scripts(calls, "M")) > 2
+    calls = [task_call(tmp_path, i, f"echo {i} > f{i}; echo $$ > s{i} {filler}")
+             for i in range(200)]  # fmt: skip
     outcomes = run_chunk(calls)
-    assert [o.state for o in outcomes] == ["succeeded"] * 7
-    assert [(tmp_path / f"f{i}").read_text() for i in range(7)] == [f"{i}\n" for i in range(7)]
+    assert [o.state for o in outcomes] == ["succeeded"] * 200
+    assert [(tmp_path / f"f{i}").read_text() for i in range(200)] == [f"{i}\n" for i in range(200)]
+    shells = {(tmp_path / name).read_text() for name in ("shell0", "shell1", "s0", "s199")}
+    assert len(shells) == 1  # one bash ran both chunks
+    assert not list(Path(shell_batch.SHELLS._folder or tmp_path).glob("chunk-*"))
+
+
+def test_a_shell_a_task_killed_is_replaced(tmp_path):
+    calls = [task_call(tmp_path, 0, "kill -KILL $$"), task_call(tmp_path, 1, "echo x > x")]
+    outcomes = run_chunk(calls)
+    assert outcomes[0].state == "failed" and outcomes[1].state == "failed"
+    assert "ended before it did" in (outcomes[1].message or "")
+    again = run_chunk([task_call(tmp_path, i, f"echo {i} > y{i}") for i in range(2)])
+    assert [o.state for o in again] == ["succeeded"] * 2
 
 
 def test_only_plain_shell_tasks_take_part(tmp_path):
@@ -128,7 +143,9 @@ def test_only_plain_shell_tasks_take_part(tmp_path):
     timed = task_call(tmp_path, 1, "true", timeout=5.0)
     odd_env = task_call(tmp_path, 2, "true", env={"NOT-A-NAME": "x"})
     argv = task_call(tmp_path, 3, None, kind="argv", argv=["true"])
-    assert shell_batch.batchable([plain, timed, odd_env, argv]) == []  # one is too few
+    assert shell_batch.batchable([plain, timed, odd_env, argv]) == []  # one is too few...
+    tiny = task_call(tmp_path, 5, "true", tiny=True)
+    assert shell_batch.batchable([tiny, timed]) == [tiny]  # ...unless it is tiny
     twin = task_call(tmp_path, 4, "true")
     assert shell_batch.batchable([plain, timed, twin, odd_env]) == [plain, twin]
     outcomes = run_chunk([plain, timed, odd_env, argv, twin])
@@ -143,7 +160,8 @@ def test_logs_split_right_whatever_the_read_boundaries(tmp_path, piece):
     texts = [b"plain\n", b"", b"\0hpcflow-end-but-not-a-mark\0\0", b"x" * 300 + b"\0", b"\0"]
     paths = [str(tmp_path / f"log{k}") for k in range(len(texts))]
     stream = b"".join(text + mark for text in texts)
-    splitter = shell_batch._Splitter(mark, paths)
+    splitter = shell_batch._Splitter(mark)
+    splitter.start(paths)
     for at in range(0, len(stream), piece):
         splitter.feed(stream[at : at + piece])
     splitter.close()

@@ -33,6 +33,7 @@ from typing import Any
 
 from hpcflow.runtime.calls import Outcome, TaskCall
 from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
+from hpcflow.runtime.shell_batch import SHELLS
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class PoolClient:
             self.python.kill()
         self._threads.shutdown(wait=True)
         self.python.close()
+        SHELLS.close()  # the shared shells' work is done
 
 
 class LocalPool:
