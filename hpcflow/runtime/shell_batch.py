@@ -15,7 +15,10 @@ task it writes an end mark on its stdout and stderr, so the driver can split the
 streams into the tasks' own log files, created only when a task wrote something. Inputs
 are checked, stale outputs removed, outputs checked and failed outputs quarantined per
 task, as for any task (:func:`hpcflow.runtime.execute.prepare_call` / ``conclude_call``).
-Not kept: the peak memory of each task (the shell cannot tell it).
+Not kept: the peak memory of each task (the shell cannot tell it). A process a task
+started in a session of its own (``setsid``) escapes the kill at its end, as it would
+escape a ``bash -c`` of its own; what it writes to its inherited stdout later lands in a
+later task's log of the same shell.
 
 Only shell tasks without a timeout (a timeout needs its own timer process) and with
 plain environment variable names take part, and only with bash 5 or newer (for
