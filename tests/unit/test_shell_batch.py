@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.runtime import shell_batch
+from hpcflow.runtime import shell_batch, shells
 from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
 from tests.conftest import processes_with, task_call
 
@@ -124,9 +124,9 @@ def test_shells_live_on_across_chunks_and_take_chunks_of_any_size(tmp_path):
     outcomes = run_chunk(calls)
     assert [o.state for o in outcomes] == ["succeeded"] * 200
     assert [(tmp_path / f"f{i}").read_text() for i in range(200)] == [f"{i}\n" for i in range(200)]
-    shells = {(tmp_path / name).read_text() for name in ("shell0", "shell1", "s0", "s199")}
-    assert len(shells) == 1  # one bash ran both chunks
-    assert not list(Path(shell_batch.SHELLS._folder or tmp_path).glob("chunk-*"))
+    pids = {(tmp_path / name).read_text() for name in ("shell0", "shell1", "s0", "s199")}
+    assert len(pids) == 1  # one bash ran both chunks
+    assert not list(Path(shells.SHELLS._folder or tmp_path).glob("chunk-*"))
 
 
 def test_a_shell_a_task_killed_is_replaced(tmp_path):
@@ -160,7 +160,7 @@ def test_logs_split_right_whatever_the_read_boundaries(tmp_path, piece):
     texts = [b"plain\n", b"", b"\0hpcflow-end-but-not-a-mark\0\0", b"x" * 300 + b"\0", b"\0"]
     paths = [str(tmp_path / f"log{k}") for k in range(len(texts))]
     stream = b"".join(text + mark for text in texts)
-    splitter = shell_batch._Splitter(mark)
+    splitter = shells.LogSplitter(mark)
     splitter.start(paths)
     for at in range(0, len(stream), piece):
         splitter.feed(stream[at : at + piece])

@@ -33,7 +33,7 @@ from typing import Any
 
 from hpcflow.runtime.calls import Outcome, TaskCall
 from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
-from hpcflow.runtime.shell_batch import SHELLS
+from hpcflow.runtime.shells import SHELLS
 
 log = logging.getLogger(__name__)
 
