@@ -255,8 +255,8 @@ class Driver:
         return max(1, min(self.max_chunk, by_time, balanced))
 
     def _tiny(self, spec_index: int) -> bool:
-        """Whether tasks of this definition have so far taken under TINY_SECONDS (after
-        a slot's worth of them ran, each measured on its own)."""
+        """Whether tasks of this definition have so far taken under ``tiny_seconds``
+        (known once a slot's worth of them ran, each alone, their peak memory measured)."""
         parallel = max(1, self.slots)
         if self._observed.get(spec_index, 0) < parallel:
             return False
