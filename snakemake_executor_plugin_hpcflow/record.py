@@ -144,5 +144,5 @@ class RunRecord:
 
     def update_allocation(self, native_id: str, state: str, native_state: str | None) -> None:
         """Store an allocation's last known state (seen when the session released it)."""
-        with self._lock, st.StateDB(self.paths.state_db) as db:
-            db.update_allocation(native_id, state, native_state, None)
+        with self._lock, st.SubmitDB(self.paths.submit_db) as submit:
+            submit.update_allocation(native_id, state, native_state, None)

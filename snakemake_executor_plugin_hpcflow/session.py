@@ -353,7 +353,7 @@ class PilotSession(Session):
     def _submit(self, number: int) -> None:
         """Plan and submit allocation ``number`` (its ranks' configuration written first)."""
         from hpcflow.runtime.pilot import plan_pilot, submit_allocation
-        from hpcflow.store.statedb import StateDB
+        from hpcflow.store.statedb import SubmitDB
         from hpcflow.transport.certificates import create_credentials
 
         if self.paths is None:
@@ -366,13 +366,10 @@ class PilotSession(Session):
             # Every allocation of the run uses these (the files stay in the run folder).
             create_credentials(self.paths.run_dir, self.run_id)
         config.write(self.paths.pilot_config)
-        db = StateDB(self.paths.state_db)
-        try:
+        with SubmitDB(self.paths.submit_db) as submit:
             self.native_id = submit_allocation(
-                self.backend, plan, self.paths, db, number, retries=self.profile.submit_retries
+                self.backend, plan, self.paths, submit, number, retries=self.profile.submit_retries
             )
-        finally:
-            db.close()
         self.number = number
         log.info(
             "hpcflow run %s: allocation %s submitted (%d workers × %d threads)",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +9,7 @@ from typing import Any
 
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import list_runs
 from hpcflow.store.statedb import StateDB
 
@@ -55,24 +55,19 @@ class RunView:
 
 
 def driver_alive(meta: dict[str, Any]) -> bool:
-    """Whether the run's driver process still exists (only knowable on its own host).
+    """Whether the run's driver process still exists, as far as this machine can tell.
 
-    A pilot's driver runs inside the allocation and records itself as ``driver_pid``/
-    ``driver_host``; ``pid``/``host`` are the process that created the run.
+    A driver on another machine (a pilot's, inside its allocation) cannot be checked from
+    here and counts as alive; one recorded on this machine (same host, boot and PID
+    namespace: :class:`~hpcflow.store.process.ProcessIdentity`) is alive only while that
+    very process (same pid and start time) runs.
     """
-    host = meta.get("driver_host", meta.get("host"))
-    if host != socket.gethostname():
+    ident = ProcessIdentity.from_meta(meta.get("driver") or meta.get("creator"))
+    if ident is None:
+        return meta.get("driver_host", meta.get("host")) != socket.gethostname()
+    if not ident.on_this_machine():
         return True
-    pid = meta.get("driver_pid", meta.get("pid"))
-    if not isinstance(pid, int):
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return ident.alive_here()
 
 
 def read_run(paths: RunPaths) -> RunView:

@@ -1,49 +1,89 @@
-"""`hpcflow cancel RUN`: stop a run: its allocations, or its local driver."""
+"""`hpcflow cancel RUN`: stop a run from any shell, in every mode, without writing its state.
+
+The run's state belongs to its driver, so cancel asks instead of writing: it leaves a
+request file in the run directory, which the driver (local, elastic, jobs mode, or inside
+an allocation) sees within a second and acts on as on Ctrl-C; and it asks the batch
+system to cancel the run's unfinished allocations. A local driver that does not stop in
+time is sent SIGTERM, but only when it is provably this run's driver on this machine
+(:class:`~hpcflow.store.process.ProcessIdentity`): a pid recorded on a compute node means
+nothing here.
+"""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
+import time
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from hpcflow.store.paths import RunPaths
+
+#: Seconds to wait for a driver on this machine to act on the request before SIGTERM.
+DRIVER_GRACE = 10.0
 
 
 @click.command("cancel")
 @click.argument("run")
 def command(run: str) -> None:
-    """Cancel RUN (run id, prefix or directory): scancel its allocations, or stop its driver."""
+    """Cancel RUN (run id, prefix or directory): its allocations, and its driver."""
     from hpcflow.backends.base import AllocationState
     from hpcflow.backends.registry import get_backend
     from hpcflow.cli._common import driver_alive, find_run
-    from hpcflow.errors import RunError
-    from hpcflow.store.statedb import StateDB
+    from hpcflow.store.atomic import write_json_atomic
+    from hpcflow.store.process import ProcessIdentity
+    from hpcflow.store.statedb import DRIVER_DONE, StateDB
 
     paths = find_run(run)
-    with StateDB(paths.state_db) as db:
+    with StateDB(paths.state_db, readonly=True) as db:
         meta = db.meta()
-        allocations = [a for a in db.allocations() if not AllocationState(a.state).final]
-        if allocations:
-            by_backend: dict[str, list[str]] = {}
-            for row in allocations:
-                by_backend.setdefault(row.backend, []).append(row.native_id)
-            for backend, ids in by_backend.items():
-                get_backend(backend).cancel(ids)
-                for native_id in ids:
-                    db.update_allocation(
-                        native_id,
-                        AllocationState.CANCELLED.value,
-                        None,
-                        "cancelled by hpcflow cancel",
-                    )
-            click.echo(f"cancelled allocation(s) {', '.join(a.native_id for a in allocations)}")
-    pid = meta.get("pid")
-    if meta.get("status") in ("running", "submitted", "created") and isinstance(pid, int):
-        if meta.get("host") != socket.gethostname():
-            raise RunError(f"the run's driver runs on {meta.get('host')}; cancel it there")
-        if driver_alive(meta):
-            os.kill(pid, signal.SIGTERM)
-            click.echo(f"asked the driver (pid {pid}) to stop")
-            return
-    if not allocations:
+        allocations = [
+            a
+            for a in db.allocations()
+            if not AllocationState(a.state).final and a.backend != "allocation"
+        ]
+    active = meta.get("status") not in DRIVER_DONE
+    if not active and not allocations:
         click.echo(f"run {meta.get('run_id')} is not active ({meta.get('status')})")
+        return
+    write_json_atomic(
+        paths.cancel_request,
+        {"requested": time.time(), "by": ProcessIdentity.current().to_meta()},
+    )
+    by_backend: dict[str, list[str]] = {}
+    for row in allocations:
+        by_backend.setdefault(row.backend, []).append(row.native_id)
+    for backend, ids in by_backend.items():
+        get_backend(backend).cancel(ids)
+    if allocations:
+        click.echo(f"cancelled allocation(s) {', '.join(a.native_id for a in allocations)}")
+    if not active:
+        return
+    ident = ProcessIdentity.from_meta(meta.get("driver") or meta.get("creator"))
+    if ident is None or not ident.on_this_machine():
+        click.echo("asked the run's driver to stop")
+        return
+    deadline = time.monotonic() + DRIVER_GRACE
+    while time.monotonic() < deadline:
+        if not driver_alive(meta) or _finished(paths):
+            click.echo(f"the run's driver (pid {ident.pid}) stopped")
+            return
+        time.sleep(0.2)
+    if ident.alive_here():
+        os.kill(ident.pid, signal.SIGTERM)
+        click.echo(f"asked the driver (pid {ident.pid}) to stop with SIGTERM")
+
+
+def _finished(paths: RunPaths) -> bool:
+    """Whether the run's driver has recorded an end (a reader; never writes)."""
+    import sqlite3
+
+    from hpcflow.store.statedb import DRIVER_DONE, StateDB
+
+    try:
+        with StateDB(paths.state_db, readonly=True) as db:
+            return db.meta().get("status") in DRIVER_DONE
+    except (OSError, sqlite3.Error):  # busy or briefly unreadable: ask again
+        return False

@@ -151,14 +151,14 @@ def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.store.statedb import StateDB
 
     global _last_refresh
-    if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
-        _last_refresh = time.monotonic()
-        _refresh_allocations(paths)
     view = read_run(paths)
     with StateDB(paths.state_db, readonly=True) as db:
         failed = db.tasks(states=(st.FAILED,))
         running = db.tasks(states=(st.RUNNING,))
         allocations = db.allocations()
+    if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
+        _last_refresh = time.monotonic()
+        allocations = _refresh_allocations(allocations)
     status = view.status
     live = status in ("submitted", "running")
     dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
@@ -257,28 +257,33 @@ def _ago(stamp: float | None) -> str:
     return f"{seconds // 60} min ago"
 
 
-def _refresh_allocations(paths) -> None:  # type: ignore[no-untyped-def]
-    """Ask the batch system (one query per backend) about the run's unfinished allocations."""
+def _refresh_allocations(rows: list[Any]) -> list[Any]:
+    """``rows`` with the batch system's word on the unfinished ones (one query per
+    backend). Only shown: the run's files belong to its driver and submitting process."""
+    import dataclasses
     import logging
 
     from hpcflow.backends.base import AllocationState
     from hpcflow.backends.registry import get_backend
     from hpcflow.errors import HpcflowError
-    from hpcflow.store.statedb import StateDB
 
-    try:
-        with StateDB(paths.state_db) as db:
-            active: dict[str, list[str]] = {}
-            for row in db.allocations():
-                if not AllocationState(row.state).final and row.backend != "allocation":
-                    active.setdefault(row.backend, []).append(row.native_id)
-            for backend_name, ids in active.items():
-                answer = get_backend(backend_name).poll(ids)
-                for native_id, found in answer.items():
-                    db.update_allocation(
-                        native_id, found.state.value, found.native_state, found.reason
-                    )
-    except (HpcflowError, OSError) as exc:
-        logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
-    except Exception as exc:  # sqlite3 errors on a read-only run directory
-        logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
+    active: dict[str, list[str]] = {}
+    for row in rows:
+        if not AllocationState(row.state).final and row.backend != "allocation":
+            active.setdefault(row.backend, []).append(row.native_id)
+    fresh: dict[str, Any] = {}
+    for backend_name, ids in active.items():
+        try:
+            fresh.update(get_backend(backend_name).poll(ids))
+        except (HpcflowError, OSError) as exc:
+            logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
+    out = []
+    for row in rows:
+        found = fresh.get(row.native_id)
+        if found is not None:
+            row = dataclasses.replace(
+                row, state=found.state.value, native_state=found.native_state,
+                reason=found.reason,
+            )  # fmt: skip
+        out.append(row)
+    return out

@@ -35,6 +35,11 @@ class TaskCall:
     #: The driver expects this attempt to take a small fraction of a second: it may run
     #: in a shared shell even alone in its chunk (and its peak memory goes unmeasured).
     tiny: bool = False
+    #: The task's id and the fingerprint of what it does, for the journal of successes.
+    task_id: str = ""
+    fingerprint: str = ""
+    #: Where the run's journal files start (``…/journal/<workflow>/<run>``); "" keeps none.
+    journal: str = ""
 
 
 @dataclass(slots=True)

@@ -30,9 +30,12 @@ class CallFactory:
     _commands: dict[int, Template] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
+    #: Where the run's journal of successes starts (:mod:`hpcflow.runtime.journal`);
+    #: "" keeps none.
+    journal: str = ""
     _slugs: dict[int, str] = field(default_factory=dict)
-    #: What call() rendered for each task in flight, kept for its fingerprint.
-    _rendered: dict[int, tuple[Action, dict[str, str]]] = field(default_factory=dict)
+    #: The fingerprint call() computed for each task in flight (rendered once per attempt).
+    _fingerprints: dict[int, str] = field(default_factory=dict)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -77,12 +80,15 @@ class CallFactory:
     def fingerprint(self, inst: TaskInstance) -> str:
         """A hash of everything that defines what the task does (not of its input data).
 
-        Uses what :meth:`call` rendered for the task, if it did, instead of rendering again.
+        Uses what :meth:`call` computed for the task, if it did, instead of rendering again.
         """
-        rendered = self._rendered.pop(inst.index, None)
-        if rendered is None:
-            rendered = (self.action(inst), self.env(inst))
-        (kind, command, argv), env = rendered
+        known = self._fingerprints.pop(inst.index, None)
+        if known is not None:
+            return known
+        return self._fingerprint(inst, self.action(inst), self.env(inst))
+
+    def _fingerprint(self, inst: TaskInstance, action: Action, env: dict[str, str]) -> str:
+        kind, command, argv = action
         spec = self.graph.template(inst).spec
         payload = [
             kind,
@@ -100,7 +106,7 @@ class CallFactory:
 
     def forget(self, inst: TaskInstance) -> None:
         """Drop what :meth:`call` kept for ``inst`` (an attempt that did not succeed)."""
-        self._rendered.pop(inst.index, None)
+        self._fingerprints.pop(inst.index, None)
 
     def slug(self, inst: TaskInstance) -> str:
         """The task's folder name (cached: computed once per task)."""
@@ -118,7 +124,7 @@ class CallFactory:
         slug = self.slug(inst)
         stdout, stderr, result = self.paths.attempt_files(slug, attempt)
         env = self.env(inst)
-        self._rendered[inst.index] = (action, dict(env))
+        fingerprint = self._fingerprints[inst.index] = self._fingerprint(inst, action, env)
         resources = template.resources
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
@@ -145,6 +151,9 @@ class CallFactory:
             stderr=stderr,
             result=result,
             quarantine_dir=self.paths.quarantine(slug, attempt),
+            task_id=inst.id,
+            fingerprint=fingerprint,
+            journal=self.journal,
         )
 
 

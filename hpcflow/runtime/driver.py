@@ -17,6 +17,7 @@ import socket
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 from hpcflow.dag.graph import TaskGraph
@@ -99,8 +100,12 @@ class Driver:
         observer: Observer | None = None,
         deadline: float | None = None,
         drain_margin: float = 30.0,
+        cancel_request: Path | None = None,
     ) -> None:
         self.graph = graph
+        #: A file whose appearance asks the driver to cancel the run (``hpcflow cancel``).
+        self.cancel_request = cancel_request
+        self._last_cancel_check = 0.0
         #: time.time() by which every started task must be done (the allocation's end).
         self.deadline = deadline
         self.drain_margin = drain_margin
@@ -181,6 +186,7 @@ class Driver:
 
     def _loop(self) -> None:
         while self.remaining > 0:
+            self._check_cancel_request()
             self._release_retries()
             self._submit_ready()
             if self._inflight == 0 and not self._retry_heap:
@@ -202,6 +208,8 @@ class Driver:
                 item = self._done.get(timeout=timeout)
             except queue.Empty:
                 self._progress()
+                self.db.flush_due()
+                self.memo.flush_due()
                 continue
             batch = [item]
             while True:
@@ -211,6 +219,21 @@ class Driver:
                     break
             self._handle(batch)
             self._progress()
+            self.db.flush_due()
+            self.memo.flush_due()
+
+    def _check_cancel_request(self) -> None:
+        """Cancel the run (as Ctrl-C does) once ``hpcflow cancel`` left its request file;
+        looked for at most twice a second."""
+        if self.cancel_request is None:
+            return
+        now = time.monotonic()
+        if now - self._last_cancel_check < 0.5:
+            return
+        self._last_cancel_check = now
+        if self.cancel_request.exists():
+            log.warning("cancel requested (%s)", self.cancel_request)
+            raise KeyboardInterrupt
 
     def _record_where(self) -> None:
         """Every few seconds, note which node each running task is on (for status)."""

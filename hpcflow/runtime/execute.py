@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from hpcflow.runtime.calls import Outcome, TaskCall
+from hpcflow.runtime.journal import note_success
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -168,7 +169,7 @@ def conclude_call(
             peak,
             "exited 0 but did not create: " + ", ".join(missing[:5]),
         )
-    return Outcome(
+    outcome = Outcome(
         call.index,
         call.attempt,
         "succeeded",
@@ -181,6 +182,8 @@ def conclude_call(
         inputs_sig,
         outputs_sig,
     )
+    note_success(call, outcome)
+    return outcome
 
 
 def run_call(call: TaskCall, inline: bool = True) -> Outcome:

@@ -114,6 +114,7 @@ def run_jobs(
             "--mode pilot, whose allocation records outcomes itself",
         )
     db: st.StateDB | None = None
+    submit: st.SubmitDB | None = None
     handler = None
     try:
         run_id, paths, db = create_run(
@@ -129,8 +130,10 @@ def run_jobs(
                 run_id, paths, {st.CACHED: len(prepared.graph.instances)}, elapsed=0.0
             )
         poller = (poller_factory or _default_poller)(backend, profile)
+        # This process is the driver (state.sqlite) and the submitting side (submit.sqlite).
+        submit = st.SubmitDB(paths.submit_db)
         follower = JobsFollower(
-            prepared, profile, backend, db, paths, run_id, poller,
+            prepared, profile, backend, db, submit, paths, run_id, poller,
             observer=observer, on_submit=on_submit,
         )  # fmt: skip
         db.set_meta(status="running")
@@ -152,6 +155,8 @@ def run_jobs(
         log.info("run %s %s in %.1fs: %s", run_id, status, summary.elapsed, summary.totals)
         return summary
     finally:
+        if submit is not None:
+            submit.close()
         if db is not None:
             db.close()
         prepared.memo.close()
@@ -171,6 +176,7 @@ class JobsFollower:
         profile: Profile,
         backend: Backend,
         db: st.StateDB,
+        submit: st.SubmitDB,
         paths: RunPaths,
         run_id: str,
         poller: Poller,
@@ -185,6 +191,7 @@ class JobsFollower:
         self.profile = profile
         self.backend = backend
         self.db = db
+        self.submit = submit
         self.paths = paths
         self.run_id = run_id
         self.poller = poller
@@ -224,9 +231,15 @@ class JobsFollower:
     def run(self) -> None:
         last_progress = 0.0
         while self.remaining > 0:
+            if self.paths.cancel_request.exists():
+                log.warning("cancel requested (%s)", self.paths.cancel_request)
+                raise KeyboardInterrupt
             self._submit_ready()
             self._collect()
             self._poll()
+            self.db.flush_due()
+            self.submit.flush_due()
+            self.prepared.memo.flush_due()
             now = self.clock()
             if self.observer is not None and now - last_progress > 0.3:
                 self.observer.update(self.db.counts())
@@ -341,7 +354,7 @@ class JobsFollower:
         job.native_id = native_id
         job.after = list(depends)
         self.waiting.remove(unit.number)
-        self.db.add_allocation(
+        self.submit.add_allocation(
             st.AllocationRow(
                 native_id,
                 unit.number,
@@ -508,7 +521,7 @@ class JobsFollower:
         for job in doomed:
             job.done = True
             job_id = job.batch_id
-            self.db.update_allocation(
+            self.submit.update_allocation(
                 job_id, AllocationState.CANCELLED.value, None, "an upstream task failed"
             )
             self.poller.forget([job_id])
@@ -527,11 +540,11 @@ class JobsFollower:
                 failed = any(self.state[i] != st.SUCCEEDED for i in job.unit.indices)
                 state = AllocationState.FAILED if failed else AllocationState.COMPLETED
                 if status is None or not status.state.final:
-                    self.db.update_allocation(job_id, state.value, None, None)
+                    self.submit.update_allocation(job_id, state.value, None, None)
                 elif failed and status.state is AllocationState.COMPLETED:
                     # PBS reports a finished array as completed (C/F) whatever its
                     # elements' exit codes: a job with a failed task has failed.
-                    self.db.update_allocation(
+                    self.submit.update_allocation(
                         job_id, state.value, status.native_state, status.reason
                     )
                 self.poller.forget(
@@ -545,7 +558,7 @@ class JobsFollower:
         native_of = {job.native_id: job for job in self._live_jobs()}
         for native_id, status in changed.items():
             if native_id in native_of:
-                self.db.update_allocation(
+                self.submit.update_allocation(
                     native_id, status.state.value, status.native_state, status.reason
                 )
         now = self.clock()
@@ -647,7 +660,7 @@ class JobsFollower:
             for job in live:
                 job.done = True
                 job_id = job.batch_id
-                self.db.update_allocation(
+                self.submit.update_allocation(
                     job_id, AllocationState.CANCELLED.value, None, reason[:500]
                 )
 

@@ -29,7 +29,6 @@ from hpcflow.runtime.run import (
     check_capacity,
     create_run,
     log_to,
-    mark_unfinished,
     summarize,
 )
 from hpcflow.settings.profile import Profile
@@ -200,7 +199,7 @@ def submit_allocation(
     backend: Backend,
     plan: PilotPlan,
     paths: RunPaths,
-    db: st.StateDB,
+    submit: st.SubmitDB,
     number: int,
     *,
     retries: int = 3,
@@ -222,7 +221,7 @@ def submit_allocation(
             log.warning("submission failed (%s); retrying in %.0fs", exc.message, delay)
             sleep(delay)
             delay = min(delay * 2, 30.0)
-    db.add_allocation(
+    submit.add_allocation(
         st.AllocationRow(
             native_id,
             number,
@@ -270,6 +269,7 @@ def run_pilot(
         prepared.lock.release()
         raise
     handler = None
+    submit: st.SubmitDB | None = None
     try:
         run_id, paths, db = create_run(
             prepared,
@@ -298,27 +298,37 @@ def run_pilot(
         if plan.config.transport == "tls":
             create_credentials(paths.run_dir, run_id)
         plan.config.write(paths.pilot_config)
+        # From here on the driver inside the allocation is state.sqlite's only writer;
+        # this side writes what it knows in submit.sqlite.
+        db.close()
+        db = None
+        submit = st.SubmitDB(paths.submit_db)
         try:
             native_id = submit_allocation(
-                backend, plan, paths, db, 1, retries=profile.submit_retries
+                backend, plan, paths, submit, 1, retries=profile.submit_retries
             )
         except BaseException as exc:
-            db.set_meta(
-                status="failed", error=f"submission failed: {exc}"[:2000], ended=time.time()
-            )
+            submit.declare_over(
+                "failed", "the allocation was never submitted",
+                error=f"submission failed: {exc}"[:2000],
+            )  # fmt: skip
             raise
-        db.set_meta(status="submitted")
+        submit.set_meta(status="submitted")
         if on_submit:
             on_submit(native_id, paths)
         if detach:
             return RunSummary(run_id, paths, {"submitted": 1}, elapsed=time.time() - started)
         poller = (poller_factory or _default_poller)(backend, profile)
-        return _follow(
-            db, paths, run_id, backend, poller, profile, plan, native_id, observer, started
-        )
+        with st.StateDB(paths.state_db, readonly=True) as view:
+            return _follow(
+                view, submit, paths, run_id, backend, poller, profile, plan, native_id,
+                observer, started,
+            )  # fmt: skip
     finally:
         if db is not None:
             db.close()
+        if submit is not None:
+            submit.close()
         prepared.memo.close()
         prepared.lock.release()
         if handler is not None:
@@ -370,6 +380,7 @@ def _default_poller(backend: Backend, profile: Profile) -> Poller:
 
 def _follow(
     db: st.StateDB,
+    submit: st.SubmitDB,
     paths: RunPaths,
     run_id: str,
     backend: Backend,
@@ -381,7 +392,8 @@ def _follow(
     started: float,
 ) -> RunSummary:
     """Wait for the allocation; continue it after a walltime stop (or a node failure)
-    when the profile says so."""
+    when the profile says so. ``db`` reads the run (the driver writes it); what this side
+    learns goes to ``submit``."""
     number = 1
     current = native_id
     last: AllocationStatus | None = None
@@ -417,10 +429,11 @@ def _follow(
                     )
                     head_lost = True
             if status is not None and status != last:
-                db.update_allocation(
+                submit.update_allocation(
                     current, status.state.value, status.native_state, status.reason
                 )
                 last = status
+            submit.flush_due()
             if observer is not None:
                 observer.update(db.counts())
             if meta.get("status") in ("succeeded", "failed") and not poller.settled([current]):
@@ -439,6 +452,10 @@ def _follow(
                 finished = meta.get("status") in ("succeeded", "failed")
                 if finished:
                     break
+                if paths.cancel_request.exists():
+                    # `hpcflow cancel` ended the allocation: the run was cancelled, as asked.
+                    submit.declare_over("cancelled", "run cancelled (hpcflow cancel)")
+                    return summarize(db, paths, run_id, started, cancelled=True)
                 node_failed = status.native_state == NODE_FAIL
                 stopped_early = (
                     status.state is AllocationState.TIMEOUT
@@ -456,15 +473,14 @@ def _follow(
                     )
                     plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
                     current = submit_allocation(
-                        backend, plan, paths, db, number, retries=profile.submit_retries
+                        backend, plan, paths, submit, number, retries=profile.submit_retries
                     )
                     poller.track([current])
                     last = None
                     head = None
                     continue
                 note = lost_tasks_note(db)
-                mark_unfinished(db, f"allocation {current} ended before the run finished")
-                db.set_meta(status="failed", ended=time.time())
+                submit.declare_over("failed", f"allocation {current} ended before the run finished")
                 raise AllocationFailed(
                     current,
                     status.native_state,
@@ -480,7 +496,6 @@ def _follow(
     except KeyboardInterrupt:
         log.warning("cancelling allocation %s", current)
         backend.cancel([current])
-        mark_unfinished(db, "run cancelled")
-        db.set_meta(status="cancelled", ended=time.time())
+        submit.declare_over("cancelled", "run cancelled")
         return summarize(db, paths, run_id, started, cancelled=True)
     return summarize(db, paths, run_id, started)

@@ -22,13 +22,15 @@ from hpcflow.dag.graph import TaskGraph, build_graph
 from hpcflow.errors import ResourceError, RunError
 from hpcflow.runtime.calls_factory import CallFactory
 from hpcflow.runtime.driver import Driver, Observer
+from hpcflow.runtime.journal import close_journals
 from hpcflow.runtime.resume import ResumeDecision, decide
 from hpcflow.spec.loader import load_workflow
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.lock import RunLock
-from hpcflow.store.memo import Memo
+from hpcflow.store.memo import Memo, remove_journals
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
+from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 
 if TYPE_CHECKING:
@@ -97,6 +99,8 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         lock.acquire({"pid": os.getpid(), "host": socket.gethostname(), "run_id": "starting"})
     try:
         memo = Memo(root.memo_db, key)
+        # Successes of earlier runs that were killed before they committed them.
+        memo.fold_journals(root.journal_dir(key))
         factory = CallFactory(graph)
         with collector_paused():
             decision = decide(graph, memo.load(), factory, force=options.force, rerun=options.rerun)
@@ -185,6 +189,7 @@ def create_run(
         started=started,
         pid=os.getpid(),
         host=socket.gethostname(),
+        creator=ProcessIdentity.current().to_meta(),
         workflow=str(prepared.workflow_file.resolve()),
         backend=backend,
         total=len(graph.instances),
@@ -192,6 +197,7 @@ def create_run(
     )
     write_json_atomic(paths.plan, plan_summary(prepared))
     prepared.factory.paths = paths
+    prepared.factory.journal = prepared.state_root.journal_prefix(prepared.key, run_id)
     return run_id, paths, db
 
 
@@ -245,7 +251,12 @@ def drive(
     paths = prepared.factory.paths
     if paths is None:
         raise RunError("drive() needs a run directory")
-    db.set_meta(status="running", driver_pid=os.getpid(), driver_host=socket.gethostname())
+    db.set_meta(
+        status="running",
+        driver_pid=os.getpid(),
+        driver_host=socket.gethostname(),
+        driver=ProcessIdentity.current().to_meta(),
+    )
     driver = Driver(
         prepared.graph,
         prepared.factory,
@@ -257,6 +268,7 @@ def drive(
         observer,
         deadline=deadline,
         drain_margin=drain_margin,
+        cancel_request=paths.cancel_request,
     )
     if on_driver is not None:
         on_driver(driver)
@@ -279,6 +291,10 @@ def drive(
     summary = RunSummary(
         run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
     )
+    # Every success the driver saw is in the memo now: the journal is no longer needed.
+    prepared.memo.flush()
+    close_journals()
+    remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     return _finish(db, paths, run_id, summary, started)
 
 
@@ -457,6 +473,7 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     key = workflow_key(original)
     memo = Memo(root.memo_db, key)
     factory = CallFactory(graph, paths)
+    factory.journal = root.journal_prefix(key, str(info["run_id"]))
     prepared = PreparedRun(
         original,
         graph,

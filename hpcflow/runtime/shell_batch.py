@@ -110,12 +110,23 @@ def _run_group(group: list[TaskCall], signatures: dict[int, dict[str, list[int]]
             for c in group
         ]
     healthy = False
+    concluded: dict[int, Outcome] = {}
+    started: dict[int, float] = {}
+    ended: dict[int, tuple[int, float]] = {}
+
+    def on_end(k: int) -> None:
+        # Concluded (outputs checked, success journaled) the moment the task ends, not when
+        # the chunk does: a driver killed now loses only the tasks still running.
+        call = group[k]
+        concluded[k] = _outcome(k, call, started, ended, signatures[call.index])
+
     try:
-        started, ended, healthy = shell.run(group)
+        started, ended, healthy = shell.run(group, on_end, started, ended)
     finally:
         SHELLS.release(shell, healthy)
     return [
-        _outcome(k, call, started, ended, signatures[call.index]) for k, call in enumerate(group)
+        concluded.get(k) or _outcome(k, call, started, ended, signatures[call.index])
+        for k, call in enumerate(group)
     ]
 
 

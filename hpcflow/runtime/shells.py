@@ -33,6 +33,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 
 from hpcflow.runtime.calls import TaskCall
 from hpcflow.runtime.execute import LIVE, LazyFile, _signal_group
@@ -176,12 +177,19 @@ class Shell:
         return self.proc.poll() is None and len(self.open_fds) == 3
 
     def run(
-        self, group: list[TaskCall]
+        self,
+        group: list[TaskCall],
+        on_end: Callable[[int], None] | None = None,
+        started: dict[int, float] | None = None,
+        ended: dict[int, tuple[int, float]] | None = None,
     ) -> tuple[dict[int, float], dict[int, tuple[int, float]], bool]:
         """Run ``group``: (start times, (exit status, end time) per task, whether the shell
-        finished the chunk and can take another)."""
-        started: dict[int, float] = {}
-        ended: dict[int, tuple[int, float]] = {}
+        finished the chunk and can take another). ``on_end(k)`` is called as soon as the
+        ``k``-th task has ended (its exit status is in the returned dict by then), so its
+        outcome can be recorded before the chunk is over; ``started`` and ``ended`` are the
+        dicts to fill (new ones if not given), which ``on_end`` may read."""
+        started = {} if started is None else started
+        ended = {} if ended is None else ended
         groups: dict[int, int] = {}
         self.chunks += 1
         path = os.path.join(self.folder, f"chunk-{self.proc.pid}-{self.chunks}.sh")
@@ -197,7 +205,7 @@ class Shell:
                 raise RuntimeError("the shell's stdin is missing")
             self.proc.stdin.write(path.encode() + b"\n")
             self.proc.stdin.flush()
-            done = self._follow(group, started, ended, groups)
+            done = self._follow(group, started, ended, groups, on_end)
         except (OSError, ValueError) as exc:  # the shell is gone (its pipe broke)
             log.debug("shell %d: %s", self.proc.pid, exc)
         finally:
@@ -220,6 +228,7 @@ class Shell:
         started: dict[int, float],
         ended: dict[int, tuple[int, float]],
         groups: dict[int, int],
+        on_end: Callable[[int], None] | None = None,
     ) -> bool:
         """Read the shell's streams until the chunk is done (True) or the shell is gone."""
         chunk_done = False
@@ -244,7 +253,9 @@ class Shell:
                     if line == b"D":
                         chunk_done = True
                     else:
-                        _status_line(line.decode(), started, ended, groups)
+                        k = _status_line(line.decode(), started, ended, groups)
+                        if k is not None and on_end is not None:
+                            on_end(k)
             if not events and not exited and self.proc.poll() is not None:
                 exited = True
                 _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers holding the pipes
@@ -327,10 +338,11 @@ def _status_line(
     started: dict[int, float],
     ended: dict[int, tuple[int, float]],
     groups: dict[int, int],
-) -> None:
+) -> int | None:
+    """Note one status line; the task's number when the line says it ended."""
     parts = line.split()
     if len(parts) < 3 or not parts[1].isdigit():
-        return
+        return None
     k = int(parts[1])
     if parts[0] == "S":
         started[k] = _seconds(parts[2])
@@ -341,6 +353,8 @@ def _status_line(
         ended[k] = (int(parts[2]), _seconds(parts[3]))
         if k in groups:
             LIVE.discard(groups[k])
+        return k
+    return None
 
 
 def _seconds(text: str) -> float:

@@ -3,15 +3,25 @@
 A task is *up to date* when the memo holds its fingerprint (command, parameters, env,
 working directory and outputs), and the sizes and modification times of its inputs and
 outputs are the same as when it succeeded.
+
+The memo has one writer at a time: the run of its workflow that holds the workflow's run
+lock (its driver, wherever that runs). Its writes are batched; successes that a killed
+driver had not committed yet are in the journals of the processes that ran them
+(:mod:`hpcflow.runtime.journal`), which :meth:`Memo.fold_journals` brings in before the
+next run decides what to run.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from hpcflow.store.sqlite import BatchedWriter, connect_writer
+
+log = logging.getLogger(__name__)
 
 FileSig = dict[str, list[int]]
 
@@ -30,46 +40,111 @@ class Memo:
 
     def __init__(self, path: Path, workflow_key: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn = connect_writer(path)
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
             " fingerprint TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,"
             " run_id TEXT NOT NULL, PRIMARY KEY (workflow, task_id))"
         )
+        self._writer = BatchedWriter(self._conn)
         self._key = workflow_key
 
     def close(self) -> None:
-        self._conn.close()
+        """Commit what waits and close."""
+        try:
+            self._writer.flush()
+        finally:
+            self._conn.close()
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def flush_due(self) -> None:
+        self._writer.flush_due()
 
     def load(self) -> dict[str, MemoEntry]:
-        rows = self._conn.execute(
+        rows = self._writer.read(
             "SELECT task_id, fingerprint, inputs, outputs, run_id FROM memo WHERE workflow = ?",
             (self._key,),
         )
         return {r[0]: MemoEntry(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4]) for r in rows}
 
     def record(self, entries: Iterable[MemoEntry]) -> None:
-        with self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)",
+        self._writer.write(
+            "INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)",
+            (
                 (
-                    (
-                        self._key,
-                        e.task_id,
-                        e.fingerprint,
-                        json.dumps(e.inputs),
-                        json.dumps(e.outputs),
-                        e.run_id,
-                    )
-                    for e in entries
-                ),
-            )
+                    self._key,
+                    e.task_id,
+                    e.fingerprint,
+                    json.dumps(e.inputs),
+                    json.dumps(e.outputs),
+                    e.run_id,
+                )
+                for e in entries
+            ),
+        )
 
     def forget(self, task_ids: Iterable[str]) -> None:
-        with self._conn:
-            self._conn.executemany(
-                "DELETE FROM memo WHERE workflow = ? AND task_id = ?",
-                ((self._key, t) for t in task_ids),
-            )
+        self._writer.write(
+            "DELETE FROM memo WHERE workflow = ? AND task_id = ?",
+            ((self._key, t) for t in task_ids),
+        )
+
+    def fold_journals(self, folder: Path, keep_run: str | None = None) -> int:
+        """Record the successes journaled in ``folder`` by runs that did not finish
+        cleanly, commit them, and remove those journals (not ``keep_run``'s). Returns how
+        many successes were brought in. Call it holding the workflow's run lock."""
+        try:
+            files = sorted(p for p in folder.iterdir() if p.name.endswith(".jsonl"))
+        except FileNotFoundError:
+            return 0
+        entries: list[MemoEntry] = []
+        done: list[Path] = []
+        for path in files:
+            run_id = path.name.split(".", 1)[0]
+            if run_id == keep_run:
+                continue
+            entries.extend(read_journal(path, run_id))
+            done.append(path)
+        if entries:
+            self.record(entries)
+            log.info("brought in %d successes from %d journal(s)", len(entries), len(done))
+        self.flush()
+        for path in done:
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+        return len(entries)
+
+
+def read_journal(path: Path, run_id: str) -> list[MemoEntry]:
+    """The successes in one journal file; a line cut short by a kill is skipped."""
+    entries: list[MemoEntry] = []
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        log.warning("cannot read journal %s: %s", path, exc)
+        return entries
+    for raw in data.split(b"\n"):
+        try:
+            task_id, fingerprint, inputs, outputs = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(task_id, str) and isinstance(fingerprint, str):
+            entries.append(MemoEntry(task_id, fingerprint, inputs, outputs, run_id))
+    return entries
+
+
+def remove_journals(folder: Path, run_id: str) -> None:
+    """Remove ``run_id``'s journal files (its successes are committed to the memo)."""
+    try:
+        files = [p for p in folder.iterdir() if p.name.startswith(run_id + ".")]
+    except FileNotFoundError:
+        return
+    for path in files:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass

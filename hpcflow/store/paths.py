@@ -57,6 +57,14 @@ class StateRoot:
     def memo_db(self) -> Path:
         return self.root / "memo.sqlite"
 
+    def journal_dir(self, key: str) -> Path:
+        """Where the processes of a workflow's runs journal each success as it happens."""
+        return self.root / "journal" / key
+
+    def journal_prefix(self, key: str, run_id: str) -> str:
+        """The start of run ``run_id``'s journal file names (a plain string: sent to workers)."""
+        return f"{self.journal_dir(key)}/{run_id}"
+
 
 @dataclass(frozen=True)
 class RunPaths:
@@ -79,6 +87,16 @@ class RunPaths:
     @property
     def state_db(self) -> Path:
         return self.run_dir / "state.sqlite"
+
+    @property
+    def submit_db(self) -> Path:
+        """Written only by the process that submits and follows the run's allocations."""
+        return self.run_dir / "submit.sqlite"
+
+    @property
+    def cancel_request(self) -> Path:
+        """Left by ``hpcflow cancel``; the run's driver sees it and stops the run."""
+        return self.run_dir / "cancel.request"
 
     @property
     def driver_log(self) -> Path:

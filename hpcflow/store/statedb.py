@@ -1,7 +1,19 @@
-"""The state of one run: tasks and attempts in SQLite (WAL).
+"""The state of one run: its tasks and attempts (``state.sqlite``), and what the submitting
+side knows of its allocations (``submit.sqlite``).
 
-SQLite commits are atomic, so the state survives ``kill -9`` of the driver at any instant,
-and other processes (``hpcflow status``) can read it while the run is live.
+Each file has one writer (:mod:`hpcflow.store.sqlite` says why and how): ``state.sqlite``
+is created by the process that creates the run and from then on written only by the run's
+driver, wherever it runs (on this machine, inside the allocation, or in the submitting
+process for jobs and elastic mode); ``submit.sqlite`` is written only by the process that
+submits and follows the allocations. Readers (``hpcflow status``, ``logs``, ``report``,
+the follower) open both read-only through :class:`StateDB` with ``readonly=True``, which
+joins them: the allocations come from ``submit.sqlite``, and once the submitting side has
+declared the run over (its allocation ended, or it was cancelled) tasks the driver left
+running or pending read as cancelled, with the submitting side's reason.
+
+SQLite commits are atomic, so the state survives ``kill -9`` of either writer at any
+instant; writes are batched (at most one commit a second) and each finished task is also
+in its worker's journal at once, so nothing that finished is lost.
 """
 
 from __future__ import annotations
@@ -10,9 +22,11 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from hpcflow.store.sqlite import BatchedWriter, connect_reader, connect_writer, read_only_uri
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -43,6 +57,10 @@ CREATE TABLE IF NOT EXISTS attempts (
     message TEXT,
     PRIMARY KEY (task_idx, attempt)
 );
+"""
+
+_SUBMIT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS allocations (
     native_id TEXT PRIMARY KEY,
     number INTEGER NOT NULL,
@@ -125,24 +143,72 @@ class TaskRow:
     message: str | None
 
 
-class StateDB:
-    """Read and write one run's ``state.sqlite``."""
+#: Run statuses after which the driver writes nothing more.
+DRIVER_DONE = frozenset({"succeeded", "failed", "cancelled"})
 
-    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+
+def merge_meta(state_meta: dict[str, Any], submit_meta: dict[str, Any]) -> dict[str, Any]:
+    """The run's meta as a reader sees it: the driver's, with what the submitting side said.
+
+    The driver's word stands once it has finished. Before that, a submitting side that
+    declared the run failed or cancelled (its allocation ended, a cancel) decides, and a
+    run whose driver has not started yet is ``submitted`` once its allocation is queued.
+    """
+    meta = dict(state_meta)
+    for key, value in submit_meta.items():
+        meta.setdefault(key, value)
+    status = submit_meta.get("status")
+    ours = state_meta.get("status")
+    if status in ("failed", "cancelled") and ours not in DRIVER_DONE:
+        meta["status"] = status
+        for key in ("ended", "error"):
+            if key in submit_meta:
+                meta[key] = submit_meta[key]
+    elif status is not None and ours in (None, "created"):
+        meta["status"] = status
+    return meta
+
+
+def _meta_rows(rows: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    return {k: json.loads(v) for k, v in rows}
+
+
+def _meta_values(values: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(k, json.dumps(v)) for k, v in values.items()]
+
+
+class StateDB:
+    """One run's state: the driver's writer of ``state.sqlite``, or a reader of the run.
+
+    ``readonly=True`` is for every process but the driver (and the process creating the
+    run): it never writes, and it joins ``submit.sqlite`` (``submit_path``, by default
+    the run directory's) for allocations and the submitting side's verdict.
+    """
+
+    def __init__(
+        self, path: Path, *, readonly: bool = False, submit_path: Path | None = None
+    ) -> None:
+        from hpcflow.store.paths import RunPaths
+
         self.path = path
+        self.readonly = readonly
+        self.submit_path = submit_path or RunPaths(path.parent).submit_db
+        self._attached = False
+        self._writer: BatchedWriter | None = None
         if readonly:
-            if not path.exists():
-                raise FileNotFoundError(path)
-            self._conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+            self._conn = connect_reader(path)
         else:
-            self._conn = sqlite3.connect(path, timeout=30)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn = connect_writer(path)
             self._conn.executescript(_SCHEMA)
-        self._conn.execute("PRAGMA busy_timeout=30000")
+            self._writer = BatchedWriter(self._conn)
 
     def close(self) -> None:
-        self._conn.close()
+        """Commit what waits (the driver's batched writes) and close."""
+        try:
+            if self._writer is not None:
+                self._writer.flush()
+        finally:
+            self._conn.close()
 
     def __enter__(self) -> StateDB:
         return self
@@ -150,170 +216,260 @@ class StateDB:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- writing ------------------------------------------------------------------------
+    # -- writing (the driver) -----------------------------------------------------------
+
+    def _write(self, sql: str, rows: Iterable[tuple[Any, ...]], *, now: bool = False) -> None:
+        if self._writer is None:
+            raise sqlite3.OperationalError(f"{self.path} is open read-only")
+        self._writer.write(sql, rows, now=now)
+
+    def flush(self) -> None:
+        """Commit every batched write now."""
+        if self._writer is not None:
+            self._writer.flush()
+
+    def flush_due(self) -> None:
+        """Commit batched writes if the commit interval has passed."""
+        if self._writer is not None:
+            self._writer.flush_due()
 
     def set_meta(self, **values: Any) -> None:
-        with self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                [(k, json.dumps(v)) for k, v in values.items()],
-            )
+        """Run-level facts (status, pids, times): committed at once."""
+        self._write(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            _meta_values(values),
+            now=True,
+        )
 
     def add_tasks(self, rows: Iterable[tuple[int, str, str, str, Sequence[int], str]]) -> None:
         """Insert tasks as (idx, id, name, slug, deps, state)."""
-        with self._conn:
-            self._conn.executemany(
-                "INSERT INTO tasks (idx, id, name, slug, deps, state) VALUES (?, ?, ?, ?, ?, ?)",
-                ((i, tid, n, s, json.dumps(list(d)), st) for i, tid, n, s, d, st in rows),
-            )
+        self._write(
+            "INSERT INTO tasks (idx, id, name, slug, deps, state) VALUES (?, ?, ?, ?, ?, ?)",
+            ((i, tid, n, s, json.dumps(list(d)), st) for i, tid, n, s, d, st in rows),
+            now=True,
+        )
 
     def set_states(self, changes: Iterable[tuple[int, str]], message: str | None = None) -> None:
-        with self._conn:
-            self._conn.executemany(
-                "UPDATE tasks SET state = ?, message = COALESCE(?, message) WHERE idx = ?",
-                ((state, message, idx) for idx, state in changes),
-            )
+        self._write(
+            "UPDATE tasks SET state = ?, message = COALESCE(?, message) WHERE idx = ?",
+            ((state, message, idx) for idx, state in changes),
+        )
 
     def start_attempts(self, starts: Iterable[tuple[int, int]], when: float | None = None) -> None:
         """Mark tasks running with attempt numbers: (idx, attempt)."""
         now = when or time.time()
-        with self._conn:
-            self._conn.executemany(
-                "UPDATE tasks SET state = 'running', attempts = ?, started = ? WHERE idx = ?",
-                ((attempt, now, idx) for idx, attempt in starts),
-            )
+        self._write(
+            "UPDATE tasks SET state = 'running', attempts = ?, started = ? WHERE idx = ?",
+            ((attempt, now, idx) for idx, attempt in starts),
+        )
 
     def set_running_hosts(self, hosts: Iterable[tuple[int, str]]) -> None:
         """Where running tasks run: (idx, host); ignored for tasks no longer running."""
-        with self._conn:
-            self._conn.executemany(
-                "UPDATE tasks SET host = ? WHERE idx = ? AND state = 'running'",
-                ((host, idx) for idx, host in hosts),
-            )
+        self._write(
+            "UPDATE tasks SET host = ? WHERE idx = ? AND state = 'running'",
+            ((host, idx) for idx, host in hosts),
+        )
 
     def record_attempts(
         self, records: Sequence[AttemptRecord], task_states: dict[int, str]
     ) -> None:
-        """Store finished attempts and each task's new state, in one transaction."""
-        with self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    (
-                        r.task_idx,
-                        r.attempt,
-                        r.state,
-                        r.exit_code,
-                        r.started,
-                        r.ended,
-                        r.peak_rss,
-                        r.host,
-                        r.message,
-                    )
-                    for r in records
-                ),
-            )
-            self._conn.executemany(
-                "UPDATE tasks SET state = ?, attempts = ?, exit_code = ?, started = ?, ended = ?,"
-                " peak_rss = ?, host = ?, message = ? WHERE idx = ?",
-                (
-                    (
-                        task_states[r.task_idx],
-                        r.attempt,
-                        r.exit_code,
-                        r.started,
-                        r.ended,
-                        r.peak_rss,
-                        r.host,
-                        r.message,
-                        r.task_idx,
-                    )
-                    for r in records
-                ),
-            )
-
-    def add_allocation(self, row: AllocationRow) -> None:
-        with self._conn:
-            self._conn.execute(
-                "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    row.native_id,
-                    row.number,
-                    row.backend,
-                    row.state,
-                    row.native_state,
-                    row.reason,
-                    row.submitted,
-                    row.updated,
-                    row.script,
-                    row.stdout,
-                    row.stderr,
-                ),
-            )
-
-    def update_allocation(
-        self, native_id: str, state: str, native_state: str | None, reason: str | None
-    ) -> None:
-        with self._conn:
-            self._conn.execute(
-                "UPDATE allocations SET state = ?, native_state = ?, reason = ?, updated = ?"
-                " WHERE native_id = ?",
-                (state, native_state, reason, time.time(), native_id),
-            )
+        """Store finished attempts and each task's new state (in the same commit)."""
+        self._write(
+            "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                (r.task_idx, r.attempt, r.state, r.exit_code, r.started, r.ended,
+                 r.peak_rss, r.host, r.message)
+                for r in records
+            ),
+        )  # fmt: skip
+        self._write(
+            "UPDATE tasks SET state = ?, attempts = ?, exit_code = ?, started = ?, ended = ?,"
+            " peak_rss = ?, host = ?, message = ? WHERE idx = ?",
+            (
+                (task_states[r.task_idx], r.attempt, r.exit_code, r.started, r.ended,
+                 r.peak_rss, r.host, r.message, r.task_idx)
+                for r in records
+            ),
+        )  # fmt: skip
 
     # -- reading ------------------------------------------------------------------------
 
-    def allocations(self) -> list[AllocationRow]:
-        return [
-            AllocationRow(*r)
-            for r in self._conn.execute("SELECT * FROM allocations ORDER BY number")
-        ]
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        if self._writer is not None:
+            return self._writer.read(sql, params)
+        return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def _submit(self) -> bool:
+        """Whether ``submit.sqlite`` is joined (readers only; attached once it exists)."""
+        if self._writer is not None:
+            return False
+        if not self._attached and self.submit_path.exists():
+            self._conn.execute("ATTACH DATABASE ? AS submit", (read_only_uri(self.submit_path),))
+            self._attached = True
+        return self._attached
+
+    def submit_meta(self) -> dict[str, Any]:
+        """What the submitting side recorded (readers only; empty without it)."""
+        if not self._submit():
+            return {}
+        return _meta_rows(self._rows("SELECT key, value FROM submit.meta"))
 
     def meta(self) -> dict[str, Any]:
-        return {k: json.loads(v) for k, v in self._conn.execute("SELECT key, value FROM meta")}
+        """The run's meta; for readers merged with the submitting side's (:func:`merge_meta`)."""
+        own = _meta_rows(self._rows("SELECT key, value FROM meta"))
+        if self._writer is not None:
+            return own
+        return merge_meta(own, self.submit_meta())
+
+    def _ended_by_submitter(self) -> str | None:
+        """The reason tasks left running or pending are cancelled, when the submitting side
+        declared the run over before its driver did (readers only)."""
+        if self._writer is not None:
+            return None
+        submit = self.submit_meta()
+        if submit.get("status") not in ("failed", "cancelled"):
+            return None
+        own = _meta_rows(self._rows("SELECT key, value FROM meta WHERE key = 'status'"))
+        if own.get("status") in DRIVER_DONE:
+            return None
+        return str(submit.get("unfinished") or f"run {submit['status']}")
+
+    def allocations(self) -> list[AllocationRow]:
+        """The run's batch jobs, as the submitting side last saw them (readers only)."""
+        if not self._submit():
+            return []
+        return [
+            AllocationRow(*r)
+            for r in self._rows("SELECT * FROM submit.allocations ORDER BY number")
+        ]
 
     def tasks(self, *, states: Sequence[str] = (), idx: int | None = None) -> list[TaskRow]:
         """Tasks in index order; only those in ``states`` / with index ``idx`` if given."""
+        ended = self._ended_by_submitter()
+        wanted = set(states)
+        query_states = set(wanted)
+        if ended is not None and CANCELLED in wanted:
+            query_states |= {RUNNING, PENDING}
         clauses: list[str] = []
         params: list[Any] = []
-        if states:
-            clauses.append("state IN (" + ", ".join("?" * len(states)) + ")")
-            params.extend(states)
+        if query_states:
+            clauses.append("state IN (" + ", ".join("?" * len(query_states)) + ")")
+            params.extend(sorted(query_states))
         if idx is not None:
             clauses.append("idx = ?")
             params.append(idx)
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         # Only fixed column names and placeholders are spliced in; values are parameters.
         query = f"{_SELECT_TASKS}{where} ORDER BY idx"  # noqa: S608
-        return [
+        rows = [
             TaskRow(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:])
-            for r in self._conn.execute(query, params)
+            for r in self._rows(query, params)
         ]
+        if ended is None:
+            return rows
+        out = []
+        for row in rows:
+            if row.state in (RUNNING, PENDING):
+                row = replace(row, state=CANCELLED, message=ended)
+            if not wanted or row.state in wanted:
+                out.append(row)
+        return out
 
     def attempts(self, task_idx: int) -> list[AttemptRecord]:
-        rows = self._conn.execute(
-            "SELECT * FROM attempts WHERE task_idx = ? ORDER BY attempt", (task_idx,)
-        )
+        rows = self._rows("SELECT * FROM attempts WHERE task_idx = ? ORDER BY attempt", (task_idx,))
         return [AttemptRecord(*r) for r in rows]
 
     def all_attempts(self) -> list[AttemptRecord]:
         """Every attempt of the run, in start order (for reports and timelines)."""
-        rows = self._conn.execute(
+        rows = self._rows(
             "SELECT * FROM attempts ORDER BY started IS NULL, started, task_idx, attempt"
         )
         return [AttemptRecord(*r) for r in rows]
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per task name: how many tasks are in each state."""
+        ended = self._ended_by_submitter()
         out: dict[str, dict[str, int]] = {}
-        for name, state, n in self._conn.execute(
+        for name, state, n in self._rows(
             "SELECT name, state, COUNT(*) FROM tasks GROUP BY name, state"
         ):
-            out.setdefault(name, {})[state] = n
+            if ended is not None and state in (RUNNING, PENDING):
+                state = CANCELLED
+            bucket = out.setdefault(name, {})
+            bucket[state] = bucket.get(state, 0) + n
         return out
 
     def names_in_order(self) -> list[str]:
+        return [r[0] for r in self._rows("SELECT name FROM tasks GROUP BY name ORDER BY MIN(idx)")]
+
+
+class SubmitDB:
+    """``submit.sqlite``: written only by the process that submits and follows a run's
+    allocations (their rows, and its own verdict on the run: ``status``, ``error``,
+    ``ended``, and ``unfinished``, the reason readers show for tasks the driver left).
+
+    Changes to allocations are batched (:meth:`flush_due` / :meth:`flush` commit them);
+    the verdict and new allocations are committed at once.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._conn = connect_writer(path)
+        self._conn.executescript(_SUBMIT_SCHEMA)
+        self._writer = BatchedWriter(self._conn)
+
+    def close(self) -> None:
+        try:
+            self._writer.flush()
+        finally:
+            self._conn.close()
+
+    def __enter__(self) -> SubmitDB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def flush_due(self) -> None:
+        self._writer.flush_due()
+
+    def set_meta(self, **values: Any) -> None:
+        self._writer.write(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", _meta_values(values), now=True
+        )
+
+    def declare_over(self, status: str, unfinished: str, **values: Any) -> None:
+        """The run ended before its driver said so: ``status`` (failed or cancelled), and
+        why the tasks it left running or pending did not finish."""
+        self.set_meta(status=status, unfinished=unfinished, ended=time.time(), **values)
+
+    def add_allocation(self, row: AllocationRow) -> None:
+        self._writer.write(
+            "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (row.native_id, row.number, row.backend, row.state, row.native_state,
+                 row.reason, row.submitted, row.updated, row.script, row.stdout, row.stderr)
+            ],
+            now=True,
+        )  # fmt: skip
+
+    def update_allocation(
+        self, native_id: str, state: str, native_state: str | None, reason: str | None
+    ) -> None:
+        self._writer.write(
+            "UPDATE allocations SET state = ?, native_state = ?, reason = ?, updated = ?"
+            " WHERE native_id = ?",
+            [(state, native_state, reason, time.time(), native_id)],
+        )
+
+    def meta(self) -> dict[str, Any]:
+        return _meta_rows(self._writer.read("SELECT key, value FROM meta"))
+
+    def allocations(self) -> list[AllocationRow]:
         return [
-            r[0]
-            for r in self._conn.execute("SELECT name FROM tasks GROUP BY name ORDER BY MIN(idx)")
+            AllocationRow(*r)
+            for r in self._writer.read("SELECT * FROM allocations ORDER BY number")
         ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -89,7 +90,11 @@ def test_sigkill_of_driver_then_rerun_runs_exactly_the_unfinished(
     assert status["status"] == "interrupted"
     rerun = hpcflow("run", str(wf), "-q")
     assert rerun.returncode == 0, rerun.output
-    assert f"{N - done} ran, {done} up to date" in rerun.stdout
+    # At least what state.sqlite had committed is up to date; successes the driver had not
+    # committed yet come back from the journal (tests/fault/test_driver_killed.py counts
+    # the executions themselves).
+    ran, up_to_date = map(int, re.search(r"(\d+) ran, (\d+) up to date", rerun.stdout).groups())
+    assert ran + up_to_date == N and up_to_date >= done, (rerun.stdout, done)
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(N))
 
 

@@ -37,9 +37,9 @@ def test_fingerprints_do_not_depend_on_a_call_having_been_made(tmp_path: Path) -
     calls = [factory.call(inst, 1) for inst in graph.instances]
     assert calls[0].env and calls[0].env["HPCFLOW_RANKS"] == "2"  # the call's own env...
     assert [factory.fingerprint(inst) for inst in graph.instances] == expected  # ...not hashed
-    assert not factory._rendered  # each kept rendering is used once
+    assert not factory._fingerprints  # each kept rendering is used once
 
     factory.call(graph.instances[2], 2)
     factory.forget(graph.instances[2])  # a failed attempt: nothing kept
-    assert not factory._rendered
+    assert not factory._fingerprints
     assert factory.fingerprint(graph.instances[2]) == expected[2]
