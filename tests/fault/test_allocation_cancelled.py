@@ -4,6 +4,7 @@ that had not finished, each once."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import subprocess
 import sys
@@ -77,7 +78,10 @@ def test_cancelled_allocation_then_rerun_runs_exactly_the_unfinished(
         env=slurm_env, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    assert f"{N - done} ran, {done} up to date" in rerun.stdout, rerun.stdout
+    # What state.sqlite had committed is up to date, and so are successes that only the
+    # workers' journals held when the allocation died; the rest ran.
+    ran, up_to_date = map(int, re.search(r"(\d+) ran, (\d+) up to date", rerun.stdout).groups())
+    assert ran + up_to_date == N and up_to_date >= done, (rerun.stdout, done)
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(N))
     for i in range(N):
         assert (tmp_path / "out" / f"{i}.txt").read_text() == f"{i}\n"

@@ -91,3 +91,53 @@ def test_sigkill_of_a_local_driver_loses_no_finished_task(tmp_path, env, hpcflow
     check_counts(before, after, running=1)
     ran_again = sum(after.values()) - sum(before.values())
     assert f"{ran_again} ran, {N - ran_again} up to date" in rerun.stdout, rerun.stdout
+
+
+def _driver_process(run_dir: Path) -> int | None:
+    """The pid (on this machine) of the pilot's driver for ``run_dir``, if it is running."""
+    import psutil
+
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = proc.info["cmdline"] or []
+        if "hpcflow.bootstrap" in cmd and "driver" in cmd and str(run_dir) in cmd:
+            return proc.pid
+    return None
+
+
+@pytest.mark.slurm
+def test_sigkill_of_a_pilot_driver_loses_no_finished_task(
+    tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
+):
+    from tests.integration.slurm.conftest import queue_drains
+
+    marker = f"hpcflow-kill-pilot-{time.time_ns()}"
+    counts = tmp_path / "counts"
+    counts.mkdir()
+    wf = write_workflow(tmp_path, WORKFLOW.format(n=N, marker=marker, sleep=0.1))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
+         "--profile", "slurm-test", "--nodes", "2"],
+        env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: len(executions(counts)) >= 20, 180, "20 tasks to run")
+        run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+        pid = _driver_process(run_dir)
+        assert pid is not None, "the driver rank was not found"
+        os.kill(pid, signal.SIGKILL)
+        # The allocation ends once its driver is gone; the follower says the run failed.
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err
+    assert queue_drains(slurm_cluster, timeout=120) == []
+    before = executions(counts)
+    assert 20 <= len(before) < N, "the kill came too late to test anything"
+    rerun = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")
+    assert rerun.returncode == 0, rerun.output
+    after = executions(counts)
+    # Tasks running when the driver died, or when the allocation was ended after it:
+    # at most one per worker slot (2 nodes x 2 cpus).
+    check_counts(before, after, running=4)

@@ -1,0 +1,120 @@
+"""`hpcflow status --json` and `hpcflow logs`, polled from the submit side while a run goes
+on, in every mode: never an error, never a count going back, exact final counts.
+
+The run directory is written by the driver (inside the allocation in pilot mode) and read
+here by other processes, through another client of the shared file system on the
+namespaced test cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_workflow
+from tests.integration.slurm.conftest import queue_drains
+
+pytestmark = pytest.mark.slurm
+
+WORKFLOW = """
+name: live
+tasks:
+  - name: tick
+    foreach: {{i: {{range: [0, {n}]}}}}
+    command: echo {{i}} > {{outputs}}
+    outputs: ["out/{{i}}.txt"]
+"""
+
+
+def _cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", *args],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def _run_dir(root: Path) -> Path | None:
+    runs = sorted((root / ".hpcflow" / "runs").glob("*/state.sqlite"))
+    return runs[0].parent if runs else None
+
+
+def poll_while_running(proc: subprocess.Popen[str], env: dict[str, str], root: Path) -> list:
+    """Ask status and logs until ``proc`` (the run) has ended; every answer must be clean
+    and no count may go back. Returns the samples (succeeded counts)."""
+    samples: list[int] = []
+    best: dict[str, int] = {}
+    polls = 0
+    while True:
+        ended = proc.poll() is not None
+        run_dir = _run_dir(root)
+        if run_dir is not None:
+            status = _cli(env, "status", "--json", str(run_dir))
+            assert status.returncode == 0, status.stdout + status.stderr
+            assert "Traceback" not in status.stderr, status.stderr
+            snap = json.loads(status.stdout)
+            done = {"succeeded": 0, "final": 0}
+            for counts in snap["counts"].values():
+                done["succeeded"] += counts.get("succeeded", 0)
+                done["final"] += sum(
+                    n for s, n in counts.items() if s in ("succeeded", "failed", "cached")
+                )
+            for key, value in done.items():
+                assert value >= best.get(key, 0), (key, value, best, samples)
+                best[key] = value
+            samples.append(done["succeeded"])
+            logs = _cli(env, "logs", str(run_dir))
+            assert logs.returncode == 0, logs.stdout + logs.stderr
+            assert "Traceback" not in logs.stderr, logs.stderr
+            polls += 1
+        if ended:
+            break
+        time.sleep(0.2)
+    assert polls >= 3, "the run ended before it could be watched"
+    return samples
+
+
+def _final_counts(env: dict[str, str], root: Path) -> dict[str, int]:
+    run_dir = _run_dir(root)
+    assert run_dir is not None
+    snap = json.loads(_cli(env, "status", "--json", str(run_dir)).stdout)
+    totals: dict[str, int] = {}
+    for counts in snap["counts"].values():
+        for state, n in counts.items():
+            totals[state] = totals.get(state, 0) + n
+    assert snap["status"] == "succeeded", snap
+    return totals
+
+
+@pytest.mark.parametrize(
+    ("mode", "n", "extra"),
+    [
+        ("pilot", 3000, ["--nodes", "3"]),
+        ("jobs", 150, []),
+        ("elastic", 1000, []),
+    ],
+)
+def test_status_and_logs_polled_while_a_run_goes_on(
+    tmp_path, slurm_env, slurm_cluster, mode, n, extra
+):
+    wf = write_workflow(tmp_path, WORKFLOW.format(n=n))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile", "slurm-test",
+         "--mode", mode, "-q", *extra],
+        env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        samples = poll_while_running(proc, slurm_env, tmp_path)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out + err
+    assert _final_counts(slurm_env, tmp_path) == {"succeeded": n}
+    assert samples[-1] == n
+    assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(n))
+    assert queue_drains(slurm_cluster) == []
