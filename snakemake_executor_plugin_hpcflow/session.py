@@ -2,7 +2,7 @@
 
 A :class:`Session` owns both for the whole Snakemake run: it is started once (on the first
 job), every job is one :class:`hpcflow.runtime.calls.TaskCall` run by the same worker code
-as hpcflow's own tasks (:func:`hpcflow.runtime.execute.run_chunk`), and it is closed once,
+as hpcflow's own tasks (:func:`hpcflow.runtime.chunk.run_chunk`), and it is closed once,
 when Snakemake shuts the executor down, is interrupted, or the interpreter exits.
 """
 
@@ -25,7 +25,8 @@ from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
 from hpcflow.backends.poller import Poller
 from hpcflow.errors import AllocationFailed, HpcflowError
 from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.execute import kill_running, run_chunk
+from hpcflow.runtime.chunk import run_chunk
+from hpcflow.runtime.groups import kill_running
 from hpcflow.runtime.run import new_run_id
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths, StateRoot

@@ -50,6 +50,8 @@ class AllocationRequest:
     ]  # argv run by the batch script, e.g. srun ... python -m hpcflow.bootstrap RUN_DIR
     nodes: int = 1
     ntasks: int = 1
+    #: Tasks on every node (SLURM --ntasks-per-node, PBS mpiprocs); None: ntasks spread.
+    ntasks_per_node: int | None = None
     cpus_per_task: int = 1
     gpus_per_node: int = 0
     memory_per_node: int | None = None  # bytes
@@ -87,6 +89,17 @@ class AllocationRequest:
                     f"{setting} must be a whole number of at least {least}, not {value!r}",
                     hint=f"fix the {setting} setting",
                 )
+        if self.ntasks_per_node is not None and (
+            not isinstance(self.ntasks_per_node, int)
+            or isinstance(self.ntasks_per_node, bool)
+            or self.ntasks_per_node < 1
+            or self.ntasks_per_node * self.nodes < self.ntasks
+        ):
+            raise ProfileError(
+                f"ntasks_per_node must be a whole number of at least 1 that holds ntasks "
+                f"({self.ntasks}) on {self.nodes} node(s), not {self.ntasks_per_node!r}",
+                hint="fix the workers_per_node setting",
+            )
         if self.memory_per_node is not None and self.memory_per_node <= 0:
             raise ProfileError(
                 f"memory_per_node must be positive, not {self.memory_per_node!r}",

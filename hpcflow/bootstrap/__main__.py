@@ -1,4 +1,11 @@
-"""``python -m hpcflow.bootstrap RUN_DIR``: start this rank's role in a pilot allocation."""
+"""``python -m hpcflow.bootstrap [--role ROLE] RUN_DIR``: start this process's part of a pilot.
+
+``--role head RUN_DIR -- LAUNCH...`` is the batch script's command: it starts the scheduler
+(``--role scheduler``) and the driver (``--role driver``) on its own node and the workers'
+launch, ``LAUNCH`` (srun / mpirun of ``--role worker``), exactly ``workers_per_node`` per
+node; see :mod:`hpcflow.bootstrap.head`. Without ``--role``, every rank of one launch
+takes its role from its rank (0 scheduler, 1 driver, 2.. workers).
+"""
 
 from __future__ import annotations
 
@@ -22,7 +29,13 @@ from hpcflow.bootstrap.preflight import (
     check_world,
 )
 from hpcflow.bootstrap.rendezvous import publish, receive
-from hpcflow.bootstrap.roles import NON_WORKER_RANKS, Role, gpu_rotation, role_for
+from hpcflow.bootstrap.roles import (
+    NON_WORKER_RANKS,
+    Role,
+    gpu_rotation,
+    role_for,
+    worker_local_index,
+)
 from hpcflow.bootstrap.workers import record_workers
 from hpcflow.errors import HpcflowError
 from hpcflow.transport.security import security_for
@@ -30,45 +43,93 @@ from hpcflow.transport.security import security_for
 log = logging.getLogger("hpcflow.bootstrap")
 _started = time.time()
 
+USAGE = (
+    "usage: python -m hpcflow.bootstrap [--role scheduler|driver|worker] RUN_DIR\n"
+    "       python -m hpcflow.bootstrap --role head RUN_DIR -- LAUNCHER ARGS...\n"
+)
+ROLES = ("head", "scheduler", "driver", "worker")
+
+
+def parse_args(argv: list[str]) -> tuple[str | None, Path, list[str]] | None:
+    """(role or None, run directory, the head's worker launch), or None when malformed."""
+    role = None
+    if argv[:1] == ["--role"]:
+        if len(argv) < 3 or argv[1] not in ROLES:
+            return None
+        role, argv = argv[1], argv[2:]
+    if not argv:
+        return None
+    run_dir, rest = Path(argv[0]), argv[1:]
+    if role == "head":
+        if rest[:1] != ["--"] or len(rest) < 2:
+            return None
+        return role, run_dir, rest[1:]
+    if rest:
+        return None
+    return role, run_dir, []
+
 
 def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s rank-%(rank)s %(levelname)s %(name)s: %(message)s"
     )
     logging.getLogger("distributed").setLevel(logging.WARNING)
-    if len(argv) != 1:
-        sys.stderr.write("usage: python -m hpcflow.bootstrap RUN_DIR\n")
+    parsed = parse_args(argv)
+    if parsed is None:
+        sys.stderr.write(USAGE)
         return 2
-    run_dir = Path(argv[0]).resolve()
-    info = environment.detect()
-    _tag_logs(info.rank)
+    given, run_dir, launch = parsed
+    run_dir = run_dir.resolve()
+    if given == "head":
+        from hpcflow.bootstrap.head import supervise
+
+        _tag_logs("head")
+        return supervise(run_dir, launch)
+    if given in ("scheduler", "driver"):
+        # A process of the batch script's node, outside any launch: no MPI world to join.
+        rank = 0 if given == "scheduler" else 1
+        info = environment.RankInfo(rank, 0, 0, socket.gethostname(), environment.job_id())
+    else:
+        info = environment.detect()
+    # Workers of their own launch are pilot ranks 2.. (the scheduler and driver are 0, 1).
+    first_worker = 0 if given == "worker" else NON_WORKER_RANKS
+    pilot_rank = info.rank + NON_WORKER_RANKS if given == "worker" else info.rank
+    _tag_logs(pilot_rank)
     try:
         check_run_dir(run_dir)
-        check_world(info.size)
+        if given is None:
+            check_world(info.size)
         config = PilotConfig.read(run_dir / "pilot.json")
         check_transport(config.transport)
     except HpcflowError as exc:
-        sys.stderr.write(f"hpcflow bootstrap (rank {info.rank} on {info.host}): {exc}\n")
+        sys.stderr.write(f"hpcflow bootstrap (rank {pilot_rank} on {info.host}): {exc}\n")
         return 3
     allocation = environment.job_id() or os.environ.get("HPCFLOW_ALLOCATION", "local")
     address_file = run_dir / "scheduler.json"
-    role = role_for(info.rank)
-    log.info("rank %d/%d on %s: %s", info.rank, info.size, info.host, role.value)
-    # Collective: every rank takes part, whatever its role.
-    local_index = _worker_local_index(info)
+    role = Role(given) if given is not None else role_for(info.rank)
+    where = (
+        "beside the batch script"
+        if given in ("scheduler", "driver")
+        else f"launch rank {info.rank} of {info.size}"
+    )
+    log.info("rank %d on %s: %s (%s)", pilot_rank, _node_name(info), role.value, where)
+    # Collective: every rank of the launch takes part, whatever its role.
+    local_index = _worker_local_index(info, first_worker)
+    # The scheduler is in this launch's MPI world only when one launch started every role.
+    comm = info.comm if given is None else None
     try:
         if role is Role.SCHEDULER:
-            code = asyncio.run(_scheduler(config, info, run_dir, address_file, allocation))
+            code = asyncio.run(_scheduler(config, info, comm, run_dir, address_file, allocation))
         else:
-            address = receive(comm=info.comm, path=address_file, allocation=allocation)
+            address = receive(comm=comm, path=address_file, allocation=allocation)
             if role is Role.DRIVER and config.external_client:
                 code = _wait_for_scheduler_end(run_dir, address, config)
             elif role is Role.DRIVER:
                 code = _driver(run_dir, address, config)
             else:
-                code = asyncio.run(_worker(address, config, info, local_index, run_dir))
+                code = asyncio.run(_worker(address, config, info, pilot_rank, local_index, run_dir))
     except PreflightError as exc:
-        sys.stderr.write(f"hpcflow bootstrap (rank {info.rank}): {exc}\n")
+        sys.stderr.write(f"hpcflow bootstrap (rank {pilot_rank}): {exc}\n")
         return 3
     if info.comm is not None and code == 0:
         # A rank that leaves without MPI_Finalize while others still run is an abort to
@@ -82,7 +143,7 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def _tag_logs(rank: int) -> None:
+def _tag_logs(rank: int | str) -> None:
     old_factory = logging.getLogRecordFactory()
 
     def factory(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -105,6 +166,7 @@ def _host(config: PilotConfig) -> str | None:
 async def _scheduler(
     config: PilotConfig,
     info: environment.RankInfo,
+    comm: object,
     run_dir: Path,
     address_file: Path,
     allocation: str,
@@ -128,10 +190,10 @@ async def _scheduler(
             log.info("dashboard at %s", dashboard_url)
         publish(
             scheduler.address,
-            comm=info.comm,
+            comm=comm,
             path=address_file,
             allocation=allocation,
-            extra={"dashboard": dashboard_url, "host": info.host},
+            extra={"dashboard": dashboard_url, "host": info.host, "node": _node_name(info)},
         )
         await scheduler.finished()
     return 0
@@ -176,14 +238,17 @@ def _host_of(address: str) -> str | None:
     return host or None
 
 
-def _worker_local_index(info: environment.RankInfo) -> int:
-    """This worker's index among the worker ranks of its node."""
-    node = os.environ.get("SLURM_NODEID") or info.host
+def _worker_local_index(info: environment.RankInfo, first_worker: int) -> int:
+    """This rank's position among the worker ranks of its own node (ranks below
+    ``first_worker`` are the scheduler and the driver)."""
+    node = _node_name(info)
     if info.comm is not None:
-        everyone = info.comm.allgather((info.rank, node))
-        return sum(
-            1 for rank, n in everyone if n == node and rank >= NON_WORKER_RANKS and rank < info.rank
-        )
+        # Every rank's node, in rank order: the position holds whatever the distribution.
+        nodes = [str(n) for n in info.comm.allgather(node)]
+        return max(0, worker_local_index(info.rank, nodes, first_worker))
+    if first_worker == 0:
+        # A launch of workers only: the launcher's node-local rank is that position.
+        return info.local_rank
     offset = NON_WORKER_RANKS if os.environ.get("SLURM_NODEID", "0") == "0" else 0
     return max(0, info.local_rank - offset)
 
@@ -203,6 +268,7 @@ async def _worker(
     address: str,
     config: PilotConfig,
     info: environment.RankInfo,
+    pilot_rank: int,
     local_index: int,
     run_dir: Path,
 ) -> int:
@@ -215,9 +281,20 @@ async def _worker(
     }
     if config.gpus_per_worker:
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
-        rotated = gpu_rotation(visible, local_index)
+        rotated = gpu_rotation(visible, local_index, config.gpus_per_worker)
         if rotated:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(rotated)
+        if visible and (local_index + 1) * config.gpus_per_worker > len(visible):
+            log.warning(
+                "worker %d of node %s wants %d GPU(s) but the node shows %d (%s): it shares "
+                "devices with another worker; ask for as many workers per node as its GPUs "
+                "allow",
+                local_index,
+                _node_name(info),
+                config.gpus_per_worker,
+                len(visible),
+                ",".join(visible),
+            )
         resources["GPU"] = float(config.gpus_per_worker)
     os.chdir(config.base_dir)
     local_directory = _local_directory(config)
@@ -237,7 +314,7 @@ async def _worker(
             address,
             nthreads=config.threads_per_worker,
             resources=resources,
-            name=f"rank-{info.rank}@{_node_name(info)}",
+            name=f"rank-{pilot_rank}@{_node_name(info)}",
             local_directory=local_directory,
             death_timeout=120,
             host=_host(config),

@@ -52,6 +52,20 @@ def command(run: str) -> None:
         paths.cancel_request,
         {"requested": time.time(), "by": ProcessIdentity.current().to_meta()},
     )
+    # Only the driver is ever signalled (the process that created a pilot run merely
+    # follows it, and stops by itself when it sees the request).
+    ident = ProcessIdentity.from_meta(meta.get("driver"))
+    here = ident is not None and ident.on_this_machine()
+    if active and meta.get("status") == "running":
+        # The driver, wherever it runs, stops the run itself and records it: give it a
+        # moment before the batch system ends its allocation under it.
+        deadline = time.monotonic() + DRIVER_GRACE
+        while time.monotonic() < deadline and not _finished(paths):
+            if here and not driver_alive(meta):
+                break
+            time.sleep(0.2)
+        if _finished(paths):
+            click.echo("the run's driver stopped the run")
     by_backend: dict[str, list[str]] = {}
     for row in allocations:
         by_backend.setdefault(row.backend, []).append(row.native_id)
@@ -59,21 +73,11 @@ def command(run: str) -> None:
         get_backend(backend).cancel(ids)
     if allocations:
         click.echo(f"cancelled allocation(s) {', '.join(a.native_id for a in allocations)}")
-    if not active:
-        return
-    ident = ProcessIdentity.from_meta(meta.get("driver") or meta.get("creator"))
-    if ident is None or not ident.on_this_machine():
-        click.echo("asked the run's driver to stop")
-        return
-    deadline = time.monotonic() + DRIVER_GRACE
-    while time.monotonic() < deadline:
-        if not driver_alive(meta) or _finished(paths):
-            click.echo(f"the run's driver (pid {ident.pid}) stopped")
-            return
-        time.sleep(0.2)
-    if ident.alive_here():
+    if ident is not None and here and ident.alive_here() and not _finished(paths):
         os.kill(ident.pid, signal.SIGTERM)
         click.echo(f"asked the driver (pid {ident.pid}) to stop with SIGTERM")
+    elif active and not allocations and not here:
+        click.echo("asked the run's driver to stop")
 
 
 def _finished(paths: RunPaths) -> bool:

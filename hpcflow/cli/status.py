@@ -171,7 +171,10 @@ def take_snapshot(paths: Any) -> Snapshot:
         and status in ("submitted", "running", "interrupted")
         and all(AllocationState(a.state).final for a in allocations)
     ):
-        status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
+        if paths.cancel_request.exists():
+            status = "cancelled"  # by `hpcflow cancel`, before its driver could say so
+        else:
+            status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
     return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
 
 

@@ -1,7 +1,10 @@
 """HOW ranks start inside an allocation: srun, mpirun, or a single process.
 
-Two uses: the argv that starts ``python -m hpcflow.bootstrap RUN_DIR`` on every rank of a
-pilot allocation, and the prefix that starts an MPI task (``ranks: N``) as its own step.
+Three uses: the batch script's command in a pilot allocation (``head_argv``: the
+scheduler and the driver on the batch script's node, then ``worker_launch_argv``: exactly
+the workers, an explicit number per node); the older one-launch form that starts
+``python -m hpcflow.bootstrap RUN_DIR`` on every rank (``bootstrap_argv``, roles by rank);
+and the prefix that starts an MPI task (``ranks: N``) as its own step.
 """
 
 from __future__ import annotations
@@ -37,6 +40,40 @@ def bootstrap_argv(
     if launcher == "single":
         return entry
     raise ProfileError(f"unknown launcher {launcher!r}", hint="use srun, mpirun or single")
+
+
+def worker_launch_argv(
+    launcher: str,
+    python: str,
+    run_dir: str,
+    nodes: int,
+    per_node: int | None,
+    workers: int,
+    *,
+    mpi: str = "pmix",
+    extra: Sequence[str] = (),
+) -> list[str]:
+    """The launch that starts exactly the pilot's workers: ``workers`` ranks, ``per_node``
+    on each of ``nodes`` nodes when given (explicit, whatever the batch system's default
+    distribution), otherwise spread by the launcher over ``nodes``."""
+    entry = [python, "-m", "hpcflow.bootstrap", "--role", "worker", run_dir]
+    if launcher == "srun":
+        layout = [f"--nodes={nodes}", f"--ntasks={workers}"]
+        if per_node:
+            layout.append(f"--ntasks-per-node={per_node}")
+        # --kill-on-bad-exit=0: one dying worker must not take the others down.
+        return ["srun", f"--mpi={mpi}", *layout, "--kill-on-bad-exit=0", *extra, *entry]
+    if launcher == "mpirun":
+        # Open MPI's ppr: exactly per_node ranks on each node, whatever the slots listed.
+        layout = ["--map-by", f"ppr:{per_node}:node"] if per_node else []
+        return ["mpirun", "-n", str(workers), *layout, *extra, *entry]
+    raise ProfileError(f"launcher {launcher!r} cannot start the workers", hint="use srun or mpirun")
+
+
+def head_argv(python: str, run_dir: str, workers: Sequence[str]) -> list[str]:
+    """The batch script's command: on its own node, the scheduler and the driver; the
+    ``workers`` launch from there (see :mod:`hpcflow.bootstrap.head`)."""
+    return [python, "-m", "hpcflow.bootstrap", "--role", "head", run_dir, "--", *workers]
 
 
 def task_prefix(launcher: str, ranks: int, nodes: int | None, *, mpi: str = "pmix") -> list[str]:

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.runtime.calls import Outcome, TaskCall
 from hpcflow.runtime.calls_factory import CallFactory
-from hpcflow.runtime.execute import kill_running, run_chunk
+from hpcflow.runtime.chunk import run_chunk
+from hpcflow.runtime.groups import kill_running
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo, MemoEntry
 

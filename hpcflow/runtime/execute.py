@@ -1,8 +1,8 @@
 """Runs task attempts on a worker: real subprocesses in their own process groups.
 
 This module is what a Dask worker imports; it keeps to the standard library. A chunk of
-calls runs one after another in one worker thread, so thousands of tiny tasks cost a few
-Dask round trips instead of thousands.
+calls runs one after another in one worker thread (:func:`hpcflow.runtime.chunk.run_chunk`),
+so thousands of tiny tasks cost a few Dask round trips instead of thousands.
 """
 
 from __future__ import annotations
@@ -23,89 +23,12 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from hpcflow.runtime.calls import Outcome, TaskCall
+from hpcflow.runtime.groups import LIVE, signal_group
 from hpcflow.runtime.journal import note_success
+from hpcflow.runtime.logfiles import LazyFile, ensure_dir
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
-
-class LiveProcesses:
-    """Process groups started by this worker process, so a cancel can kill them all."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._groups: set[int] = set()
-        self.cancelled = False
-
-    def add(self, pgid: int) -> None:
-        with self._lock:
-            self._groups.add(pgid)
-            late = self.cancelled
-        if late:  # started while a cancel was under way: it missed the kill
-            _signal_group(pgid, signal.SIGKILL)
-
-    def discard(self, pgid: int) -> None:
-        with self._lock:
-            self._groups.discard(pgid)
-
-    def kill_all(self, grace: float = 1.0) -> int:
-        """SIGTERM every live group, then SIGKILL what is left after ``grace`` seconds."""
-        with self._lock:
-            self.cancelled = True
-            groups = list(self._groups)
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_group_alive(g) for g in groups):
-            time.sleep(0.05)
-        for pgid in groups:
-            _signal_group(pgid, signal.SIGKILL)
-        return len(groups)
-
-
-LIVE = LiveProcesses()
-
-
-def kill_running() -> int:
-    """Kill every task process this worker started (run on each worker by the driver)."""
-    return LIVE.kill_all()
-
-
-def _signal_group(pgid: int, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def run_chunk(calls: list[TaskCall], inline: bool = True) -> list[Outcome]:
-    """Run ``calls`` in order and return one outcome each (cancelled ones included).
-
-    Tiny shell tasks run several to a shell (:mod:`hpcflow.runtime.shell_batch`) when
-    there are enough of them. ``inline=False``: Python tasks always run as child
-    processes (the pool engine, where this process is the driver).
-    """
-    from hpcflow.runtime.shell_batch import batchable, run_batch
-
-    together = batchable(calls)
-    outcomes: dict[int, Outcome] = {}
-    if together:
-        for outcome in run_batch(together):
-            outcomes[outcome.index] = outcome
-    for call in calls:
-        if call.index in outcomes:
-            continue
-        if LIVE.cancelled:
-            outcomes[call.index] = cancelled(call, time.time())
-            continue
-        outcomes[call.index] = run_call(call, inline)
-    return [outcomes[call.index] for call in calls]
 
 
 def cancelled(call: TaskCall, started: float) -> Outcome:
@@ -223,17 +146,6 @@ def _finish(
     )
 
 
-_KNOWN_DIRS: set[str] = set()
-
-
-def ensure_dir(path: str) -> None:
-    """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders."""
-    if path in _KNOWN_DIRS:
-        return
-    os.makedirs(path, exist_ok=True)
-    _KNOWN_DIRS.add(path)
-
-
 def file_signatures(paths: tuple[str, ...]) -> tuple[dict[str, list[int]], list[str]]:
     """(size, mtime_ns) of each existing path, and the paths that are missing."""
     sig: dict[str, list[int]] = {}
@@ -305,9 +217,9 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
 
         def _expire() -> None:
             timed_out.set()
-            _signal_group(pgid, signal.SIGTERM)
+            signal_group(pgid, signal.SIGTERM)
             time.sleep(1.0)
-            _signal_group(pgid, signal.SIGKILL)
+            signal_group(pgid, signal.SIGKILL)
 
         timer = threading.Timer(call.timeout, _expire)
         timer.daemon = True
@@ -318,7 +230,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         if timer is not None:
             timer.cancel()
         # Kill stragglers the task left in its group (e.g. backgrounded children).
-        _signal_group(pgid, signal.SIGKILL)
+        signal_group(pgid, signal.SIGKILL)
         LIVE.discard(pgid)
     proc.returncode = os.waitstatus_to_exitcode(status)
     code = proc.returncode
@@ -328,28 +240,6 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if code < 0:
         return code, peak, f"killed by signal {signal.Signals(-code).name}"
     return code, peak, (f"exited with {code}" if code else None)
-
-
-class LazyFile:
-    """A log file that is created only when the first byte arrives."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self.fd: int | None = None
-
-    def write(self, data: bytes) -> None:
-        if self.fd is None:
-            ensure_dir(os.path.dirname(self.path))
-            flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-            self.fd = os.open(self.path, flags, 0o644)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view) :]
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> tuple[int, Any]:
@@ -380,7 +270,7 @@ def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> 
                 pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
                 if pid:
                     result = (pid, status, usage)
-                    _signal_group(proc.pid, signal.SIGKILL)  # stragglers holding the pipes
+                    signal_group(proc.pid, signal.SIGKILL)  # stragglers holding the pipes
         if result is None:
             result = os.wait4(proc.pid, 0)
     finally:

@@ -33,7 +33,8 @@ from hpcflow.dag.instances import TaskInstance
 from hpcflow.errors import RunError
 from hpcflow.runtime.calls import Outcome
 from hpcflow.runtime.calls_factory import CallFactory
-from hpcflow.runtime.execute import LIVE, run_call
+from hpcflow.runtime.execute import run_call
+from hpcflow.runtime.groups import LIVE
 from hpcflow.spec.loader import parse_workflow
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths

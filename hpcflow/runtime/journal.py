@@ -45,7 +45,7 @@ def note_success(call: TaskCall, outcome: Outcome) -> None:
     Never fails the task: a journal that cannot be written only means a killed driver's
     re-run may run this task again.
     """
-    if not call.journal:
+    if not call.journal or outcome.state != "succeeded":
         return
     line = json.dumps(
         [call.task_id, call.fingerprint, outcome.inputs_sig, outcome.outputs_sig],

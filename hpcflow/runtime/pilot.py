@@ -8,10 +8,11 @@ batched, backing-off poller. Ctrl-C cancels the allocation.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,8 +20,9 @@ from hpcflow.backends.base import AllocationRequest, AllocationState, Allocation
 from hpcflow.backends.poller import Poller
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import check_transport
+from hpcflow.bootstrap.roles import NON_WORKER_RANKS, spread
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
-from hpcflow.launchers import bootstrap_argv
+from hpcflow.launchers import bootstrap_argv, head_argv, worker_launch_argv
 from hpcflow.runtime.driver import Observer
 from hpcflow.runtime.run import (
     PreparedRun,
@@ -77,7 +79,6 @@ def plan_pilot(
     cpus_per_node = profile.cpus_per_node or per_node
     threads = profile.threads_per_worker or max(1, cpus_per_node // per_node)
     workers = profile.nodes * per_node
-    ntasks = workers + 2
     # With overcommit the ranks of a node share its cores: SLURM's --overcommit then
     # allocates one rank's --cpus-per-task per node (and PBS is asked the same), so that
     # must be the cores the node's workers share, not one worker's threads.
@@ -85,13 +86,12 @@ def plan_pilot(
     if profile.overcommit and profile.cpus_per_node:
         rank_cpus = max(threads, profile.cpus_per_node)
     interpreter = profile.python or sys.executable
-    command = bootstrap_argv(
+    command, ntasks = pilot_command(
         profile.launcher,
         interpreter,
         str(paths.run_dir),
-        ntasks,
+        [per_node] * profile.nodes,
         mpi=profile.mpi,
-        extra=_launcher_fault_options(profile.launcher, profile.nodes),
     )
     setup = profile.module_lines() + list(profile.setup)
     request = AllocationRequest(
@@ -103,6 +103,10 @@ def plan_pilot(
         command=command,
         nodes=profile.nodes,
         ntasks=ntasks,
+        # Every node gets its workers' cores. With --overcommit SLURM refuses a per-node
+        # count whose tasks' CPUs exceed a node's; it then allocates per node (above)
+        # and the workers' launch places them itself.
+        ntasks_per_node=None if profile.overcommit else per_node,
         cpus_per_task=rank_cpus,
         gpus_per_node=gpus,
         memory_per_node=profile.memory_per_node,
@@ -139,6 +143,39 @@ def plan_pilot(
     return PilotPlan(request, config)
 
 
+def pilot_command(
+    launcher: str, python: str, run_dir: str, counts: list[int], *, mpi: str = "pmix"
+) -> tuple[list[str], int]:
+    """The batch script's command for ``counts[i]`` workers on node i, and the tasks to
+    ask the batch system for.
+
+    Where the ranks run: the scheduler and the driver on the batch script's own node (the
+    first node, which hpcflow watches), started by ``--role head``; the workers by one
+    launch with an explicit count per node (srun ``--ntasks-per-node``, mpirun ``--map-by
+    ppr:N:node``), so no node gets more workers than the profile asks for (and than it has
+    GPUs), whatever the batch system's distribution. One launch of ``workers + 2`` ranks
+    cannot ask for that: SLURM's block distribution put 3 of 6 ranks on each of 2 nodes
+    (3 GPU workers next to 2 GPUs). With counts that differ (your own allocation's ranks
+    spread unevenly), the launcher spreads them over ``len(counts)`` nodes itself.
+    ``launcher: single`` keeps the one-launch layout (ranks 0 and 1 first).
+    """
+    workers = sum(counts)
+    if launcher == "single":
+        return bootstrap_argv(launcher, python, run_dir, workers), workers + NON_WORKER_RANKS
+    even = len(set(counts)) == 1
+    launch = worker_launch_argv(
+        launcher,
+        python,
+        run_dir,
+        len(counts),
+        counts[0] if even else None,
+        workers,
+        mpi=mpi,
+        extra=_launcher_fault_options(launcher, len(counts)),
+    )
+    return head_argv(python, run_dir, launch), workers
+
+
 def _launcher_fault_options(launcher: str, nodes: int) -> list[str]:
     """srun's ``--no-kill`` on several nodes: when a node fails, srun ends the ranks it
     ran and goes on with the others, instead of killing the whole step (the allocation
@@ -163,10 +200,21 @@ def plan_in_allocation(
     base_dir: Path,
     layout: dict[str, int],
     number: int = 1,
+    env: Mapping[str, str] | None = None,
 ) -> PilotPlan:
-    """The plan for the allocation we already run in: its ranks, as they are."""
+    """The plan for the allocation we already run in: its ranks, as they are.
+
+    Its ``ntasks`` ranks make ``ntasks - 2`` workers (the other two are the scheduler's
+    and the driver's share; they run on this node, where ``hpcflow run`` is), spread as
+    evenly as possible over its nodes: e.g. ``--nodes=2 --ntasks=6`` → 2 workers per node,
+    one per GPU with ``--gres=gpu:2``. When ``hpcflow run`` is not on a node of the
+    allocation (``salloc``'s shell on a login node), the scheduler and the driver run on
+    its first node, in a step of their own that the workers' step may share.
+    """
+    env = os.environ if env is None else env
     ntasks = layout["ntasks"]
     gpus = layout["gpus_per_node"]
+    workers = ntasks - NON_WORKER_RANKS
     base = plan_pilot(
         profile.model_copy(
             update={
@@ -182,16 +230,30 @@ def plan_in_allocation(
         base_dir,
         number,
     )
-    command = bootstrap_argv(
+    counts = spread(workers, layout["nodes"])
+    if gpus and counts and counts[0] > gpus:
+        log.warning(
+            "%d workers on a node with %d GPUs: they share devices (ask for %d tasks, "
+            "nodes × GPUs + 2, for one worker per GPU)",
+            counts[0],
+            gpus,
+            layout["nodes"] * gpus + NON_WORKER_RANKS,
+        )
+    command, _ = pilot_command(
         profile.launcher,
         profile.python or sys.executable,
         str(paths.run_dir),
-        ntasks,
+        counts,
         mpi=profile.mpi,
-        extra=_launcher_fault_options(profile.launcher, layout["nodes"]),
     )
-    request = replace(base.request, command=command, ntasks=ntasks)
-    config = replace(base.config, workers_expected=ntasks - 2, gpus_per_worker=1 if gpus else 0)
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST")
+    if profile.launcher == "srun" and nodelist and not env.get("SLURMD_NODENAME"):
+        command = [
+            "srun", "--overlap", "--mem=0", "--mpi=none", "--nodes=1", "--ntasks=1",
+            f"--nodelist={first_node(nodelist)}", "--kill-on-bad-exit=0", *command,
+        ]  # fmt: skip
+    request = replace(base.request, command=command, ntasks=ntasks, ntasks_per_node=None)
+    config = replace(base.config, workers_expected=workers, gpus_per_worker=1 if gpus else 0)
     return PilotPlan(request, config)
 
 

@@ -25,7 +25,8 @@ import time
 from collections.abc import Sequence
 
 from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.execute import LIVE, cancelled, conclude_call, prepare_call
+from hpcflow.runtime.execute import cancelled, conclude_call, prepare_call
+from hpcflow.runtime.groups import LIVE
 from hpcflow.runtime.shells import SHELLS
 
 #: Fewest shell tasks worth a shared shell (one is, if it is tiny).

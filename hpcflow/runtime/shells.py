@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable
 
 from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.execute import LIVE, LazyFile, _signal_group
+from hpcflow.runtime.groups import LIVE, signal_group
+from hpcflow.runtime.logfiles import LazyFile
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class Shell:
                 if k not in ended:
                     # The shell died (a cancel) before it could end this task: its group
                     # may have started after the cancel's kill; stop it now.
-                    _signal_group(pgid, signal.SIGKILL)
+                    signal_group(pgid, signal.SIGKILL)
                 LIVE.discard(pgid)
             LIVE.discard(self.proc.pid)
         return started, ended, done
@@ -258,7 +259,7 @@ class Shell:
                             on_end(k)
             if not events and not exited and self.proc.poll() is not None:
                 exited = True
-                _signal_group(self.proc.pid, signal.SIGKILL)  # stragglers holding the pipes
+                signal_group(self.proc.pid, signal.SIGKILL)  # stragglers holding the pipes
             elif not events and exited:
                 break
         return chunk_done and self.out.done and self.err.done
@@ -271,7 +272,7 @@ class Shell:
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            _signal_group(self.proc.pid, signal.SIGKILL)
+            signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
         for fd in list(self.open_fds):
             with contextlib.suppress(OSError):

@@ -23,11 +23,14 @@ shared file system. That decides the settings here:
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: Seconds a reader or writer waits for another's lock before it gives up.
 BUSY_SECONDS = 60.0
@@ -55,8 +58,42 @@ def connect_reader(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise FileNotFoundError(path)
     conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_SECONDS)
-    conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
+    read_rows(conn, f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
     return conn
+
+
+#: How often a reader tries a query that a network file system failed transiently.
+READ_TRIES = 8
+
+_TRANSIENT = ("disk i/o error", "database is locked", "unable to open", "busy")
+
+
+def transient(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` is what a reader on another client of a network file system sees
+    for a moment while the writer commits (its caches one step behind the server)."""
+    return isinstance(exc, sqlite3.OperationalError) and any(
+        word in str(exc).lower() for word in _TRANSIENT
+    )
+
+
+def read_rows(
+    conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), *, tries: int = READ_TRIES
+) -> list[tuple[Any, ...]]:
+    """``conn.execute(sql, params).fetchall()`` for a reader, tried again (0.05 s, 0.1 s,
+    ... up to 2 s apart) when the file system fails it transiently. Measured on GlusterFS:
+    a read-only reader on another mount saw ``disk I/O error`` now and then while the
+    writer committed; the same read a moment later succeeds."""
+    delay = 0.05
+    for _ in range(tries - 1):
+        try:
+            return conn.execute(sql, tuple(params)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if not transient(exc):
+                raise
+            log.debug("read failed (%s); trying again in %.2fs", exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+    return conn.execute(sql, tuple(params)).fetchall()
 
 
 class BatchedWriter:

@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpcflow.store.sqlite import BatchedWriter, connect_reader, connect_writer, read_only_uri
+from hpcflow.store.sqlite import (
+    BatchedWriter,
+    connect_reader,
+    connect_writer,
+    read_only_uri,
+    read_rows,
+)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -297,7 +303,7 @@ class StateDB:
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._writer is not None:
             return self._writer.read(sql, params)
-        return self._conn.execute(sql, tuple(params)).fetchall()
+        return read_rows(self._conn, sql, params)
 
     def _submit(self) -> bool:
         """Whether ``submit.sqlite`` is joined (readers only; attached once it exists)."""

@@ -13,7 +13,8 @@ import pytest
 
 from hpcflow.backends.local.pool import ADDRESS, LocalPool, PoolClient
 from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
+from hpcflow.runtime.chunk import run_chunk
+from hpcflow.runtime.groups import LIVE, kill_running
 from tests.conftest import processes_with, task_call
 
 

@@ -4,7 +4,7 @@ Most of a local run's time is spent in the tasks' own processes; the driver only
 start them and collect their outcomes. The embedded Dask cluster costs about 0.75 s
 before the first task (importing and starting it) and a round trip driver → scheduler →
 worker → scheduler → driver per chunk. The pool engine runs the same chunks
-(:func:`hpcflow.runtime.execute.run_chunk`) without it:
+(:func:`hpcflow.runtime.chunk.run_chunk`) without it:
 
 * commands (shell, argv, MPI launchers) are started from a pool of threads in the driver
   process, each chunk holding as many CPU slots as its tasks ask for;
@@ -32,7 +32,8 @@ from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from typing import Any
 
 from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.execute import LIVE, kill_running, run_chunk
+from hpcflow.runtime.chunk import run_chunk
+from hpcflow.runtime.groups import LIVE, kill_running
 from hpcflow.runtime.shells import SHELLS
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class PythonWorkers:
         with self._lock:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["hpcflow.runtime.execute"])
+                context.set_forkserver_preload(["hpcflow.runtime.chunk"])
                 self._pool = ProcessPoolExecutor(
                     self.size,
                     mp_context=context,

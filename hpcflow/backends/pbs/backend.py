@@ -456,7 +456,10 @@ def format_walltime(seconds: float) -> str:
 
 
 def ranks_per_node(request: AllocationRequest) -> int:
-    """MPI ranks on the busiest node when ``ntasks`` are spread over ``nodes``."""
+    """MPI ranks on the busiest node: ``ntasks_per_node``, else ``ntasks`` spread over
+    ``nodes``."""
+    if request.ntasks_per_node is not None:
+        return request.ntasks_per_node
     return max(1, math.ceil(request.ntasks / request.nodes))
 
 

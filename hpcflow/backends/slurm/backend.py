@@ -105,7 +105,8 @@ PERMANENT_ERRORS: tuple[tuple[str, str], ...] = (
 #: Long sbatch option that a typed request field produces → that field's name.
 _TYPED_OPTIONS = {
     "job-name": "job_name", "output": "stdout", "error": "stderr", "nodes": "nodes",
-    "ntasks": "ntasks", "cpus-per-task": "cpus_per_task", "overcommit": "overcommit",
+    "ntasks": "ntasks", "ntasks-per-node": "workers_per_node",
+    "cpus-per-task": "cpus_per_task", "overcommit": "overcommit",
     "gres": "gpus_per_node", "mem": "memory_per_node", "time": "walltime",
     "partition": "partition", "account": "account", "qos": "qos",
     "constraint": "constraint", "array": "max_array_size / array_parallelism",
@@ -165,8 +166,10 @@ class SlurmBackend:
             (f"--error={directive_path(request.stderr, element)}", None),
             (f"--nodes={request.nodes}", None),
             (f"--ntasks={request.ntasks}", None),
-            (f"--cpus-per-task={request.cpus_per_task}", None),
         ]
+        if request.ntasks_per_node is not None:
+            lines.append((f"--ntasks-per-node={request.ntasks_per_node}", None))
+        lines.append((f"--cpus-per-task={request.cpus_per_task}", None))
         if request.overcommit:
             lines.append(("--overcommit", "More ranks than CPUs: ranks share cores."))
         if request.gpus_per_node:

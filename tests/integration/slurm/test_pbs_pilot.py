@@ -33,10 +33,12 @@ def test_hello_through_qsub_qstat(example, hpcflow_slurm, slurm_cluster, nodes):
     assert all(set(c) == {"succeeded"} for c in status["counts"].values())
     (allocation,) = status["allocations"]
     assert allocation["backend"] == "pbs" and allocation["native_id"].isdigit()
-    # The script that was qsub'ed: Torque resources, ranks started by mpirun.
+    # The script that was qsub'ed: Torque resources; the scheduler and driver on its node,
+    # the workers started by mpirun, one per node.
     script = (Path(status["run_dir"]) / "allocations" / "1.sh").read_text()
     assert f"#PBS -l nodes={nodes}:ppn=2\n" in script and "#PBS -q debug\n" in script
-    assert "\nexec mpirun -n " in script and "#SBATCH" not in script
+    assert " --role head " in script and "#SBATCH" not in script
+    assert f" -- mpirun -n {nodes} --map-by ppr:1:node " in script
     info = slurm_cluster.run(["scontrol", "show", "job", allocation["native_id"]]).stdout
     assert f"NumNodes={nodes} " in info
     assert queue_drains(slurm_cluster) == []

@@ -129,7 +129,8 @@ def test_pilot_mode_through_pbs_qsub_qstat(tmp_path: Path, env, slurm_cluster):
     assert calls.count("qsub") == 1, calls
     script = (run_dir / "allocations" / "1.sh").read_text()
     assert "#PBS -l nodes=1:ppn=2\n" in script and "#SBATCH" not in script
-    assert "\nexec mpirun -n " in script
+    # The scheduler and driver on the script's node; mpirun starts the workers.
+    assert " --role head " in script and " -- mpirun -n 1 --map-by ppr:1:node " in script
     snap = hpcflow_status(run_dir, env)
     assert snap["status"] == "succeeded", snap
     (allocation,) = snap["allocations"]

@@ -1,0 +1,70 @@
+"""The process groups a worker process has started, so that a cancel can kill them all.
+
+Every task attempt runs in a process group of its own (a shell batch's tasks too, and the
+shell itself); each is registered in :data:`LIVE` while it runs. Standard library only:
+Dask workers import it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+
+
+class LiveProcesses:
+    """Process groups started by this worker process, so a cancel can kill them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self.cancelled = False
+
+    def add(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.add(pgid)
+            late = self.cancelled
+        if late:  # started while a cancel was under way: it missed the kill
+            signal_group(pgid, signal.SIGKILL)
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+
+    def kill_all(self, grace: float = 1.0) -> int:
+        """SIGTERM every live group, then SIGKILL what is left after ``grace`` seconds."""
+        with self._lock:
+            self.cancelled = True
+            groups = list(self._groups)
+        for pgid in groups:
+            signal_group(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(group_alive(g) for g in groups):
+            time.sleep(0.05)
+        for pgid in groups:
+            signal_group(pgid, signal.SIGKILL)
+        return len(groups)
+
+
+LIVE = LiveProcesses()
+
+
+def kill_running() -> int:
+    """Kill every task process this worker started (run on each worker by the driver)."""
+    return LIVE.kill_all()
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Send ``sig`` to group ``pgid``; a group that is gone already is fine."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -1,0 +1,195 @@
+"""The state store's rules: one writer per file with batched commits, readers that never
+write and see the submitting side's verdict, journals folded into the memo, and process
+identities that say when a pid is ours."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sqlite3
+import time
+
+import pytest
+
+from hpcflow.runtime.calls import Outcome, TaskCall
+from hpcflow.runtime.journal import close_journals, journal_file, note_success
+from hpcflow.store import statedb as st
+from hpcflow.store.memo import Memo, remove_journals
+from hpcflow.store.paths import RunPaths, StateRoot
+from hpcflow.store.process import ProcessIdentity
+from hpcflow.store.sqlite import BatchedWriter, read_rows
+
+
+def _run(tmp_path, n: int = 3) -> tuple[RunPaths, st.StateDB]:
+    paths = RunPaths(tmp_path / "run")
+    paths.run_dir.mkdir()
+    db = st.StateDB(paths.state_db)
+    db.add_tasks((i, f"t{i}", "t", f"t{i}", (), st.PENDING) for i in range(n))
+    db.set_meta(run_id="r1", status="running")
+    return paths, db
+
+
+def _reader_states(paths: RunPaths) -> list[str]:
+    with st.StateDB(paths.state_db, readonly=True) as reader:
+        return [row.state for row in reader.tasks()]
+
+
+def test_task_changes_wait_for_the_next_commit_and_meta_does_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(BatchedWriter, "commit_interval", 3600.0)
+    paths, db = _run(tmp_path)
+    db.start_attempts([(0, 1)])
+    assert _reader_states(paths) == [st.PENDING] * 3  # batched: not committed yet
+    db.set_meta(status="running", note="x")  # run-level facts commit at once (and flush)
+    assert _reader_states(paths) == [st.RUNNING, st.PENDING, st.PENDING]
+    db.set_states([(1, st.SKIPPED)])
+    assert db.tasks(idx=1)[0].state == st.SKIPPED  # the writer reads its own writes
+    db.close()  # closing commits what waits
+    assert _reader_states(paths) == [st.RUNNING, st.SKIPPED, st.PENDING]
+
+
+def test_batched_writes_commit_once_the_interval_has_passed(tmp_path, monkeypatch):
+    monkeypatch.setattr(BatchedWriter, "commit_interval", 0.2)
+    paths, db = _run(tmp_path)
+    db.start_attempts([(2, 1)])
+    db.flush_due()
+    assert _reader_states(paths)[2] == st.PENDING
+    time.sleep(0.25)
+    db.flush_due()
+    assert _reader_states(paths)[2] == st.RUNNING
+    db.close()
+
+
+def test_files_use_a_rollback_journal_and_readers_cannot_write(tmp_path):
+    paths, db = _run(tmp_path)
+    db.close()
+    conn = sqlite3.connect(paths.state_db)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()
+    before = paths.state_db.stat()
+    with st.StateDB(paths.state_db, readonly=True) as reader:
+        reader.tasks()
+        reader.meta()
+        with pytest.raises(sqlite3.OperationalError, match="read-only"):
+            reader.set_states([(0, st.FAILED)])
+    after = paths.state_db.stat()
+    assert (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
+    assert sorted(p.name for p in paths.run_dir.iterdir()) == ["state.sqlite"]
+
+
+def test_readers_join_the_submitting_sides_verdict(tmp_path):
+    paths, db = _run(tmp_path)
+    db.start_attempts([(0, 1), (1, 1)])
+    db.record_attempts(
+        [st.AttemptRecord(0, 1, st.SUCCEEDED, 0, 1.0, 2.0, None, "n1", None)],
+        {0: st.SUCCEEDED},
+    )
+    db.close()
+    with st.SubmitDB(paths.submit_db) as submit:
+        row = st.AllocationRow("42", 1, "slurm", "running", "RUNNING", None, 1.0, None,
+                               "s.sh", "o", "e")  # fmt: skip
+        submit.add_allocation(row)
+        submit.set_meta(status="submitted")
+        with st.StateDB(paths.state_db, readonly=True) as reader:
+            assert reader.meta()["status"] == "running"  # the driver's word while it runs
+            assert [a.native_id for a in reader.allocations()] == ["42"]
+        submit.declare_over("failed", "allocation 42 ended before the run finished")
+    with st.StateDB(paths.state_db, readonly=True) as reader:
+        assert reader.meta()["status"] == "failed"
+        rows = reader.tasks()
+        assert [r.state for r in rows] == [st.SUCCEEDED, st.CANCELLED, st.CANCELLED]
+        assert rows[1].message == "allocation 42 ended before the run finished"
+        assert reader.counts() == {"t": {st.SUCCEEDED: 1, st.CANCELLED: 2}}
+        assert [r.idx for r in reader.tasks(states=(st.CANCELLED,))] == [1, 2]
+        assert reader.tasks(states=(st.RUNNING,)) == []
+
+
+def test_a_driver_that_finished_has_the_last_word():
+    merged = st.merge_meta({"status": "succeeded"}, {"status": "failed", "ended": 5.0})
+    assert merged["status"] == "succeeded"
+    assert st.merge_meta({"status": "created"}, {"status": "submitted"})["status"] == "submitted"
+    assert st.merge_meta({"status": "drained"}, {"status": "failed"})["status"] == "failed"
+
+
+class _Flaky:
+    """A connection whose first ``fails`` queries fail as a network file system can."""
+
+    def __init__(self, fails: int, message: str = "disk I/O error") -> None:
+        self.fails, self.message, self.calls = fails, message, 0
+
+    def execute(self, sql, params=()):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls <= self.fails:
+            raise sqlite3.OperationalError(self.message)
+        return self
+
+    def fetchall(self):  # type: ignore[no-untyped-def]
+        return [(1,)]
+
+
+def test_readers_try_again_after_a_transient_error():
+    flaky = _Flaky(2)
+    assert read_rows(flaky, "SELECT 1") == [(1,)]  # type: ignore[arg-type]
+    assert flaky.calls == 3
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        read_rows(_Flaky(1, "no such table: x"), "SELECT 1")  # type: ignore[arg-type]
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
+        read_rows(_Flaky(99), "SELECT 1", tries=3)  # type: ignore[arg-type]
+
+
+def _call(tmp_path, index: int, prefix: str) -> TaskCall:
+    return TaskCall(
+        index=index, attempt=1, kind="shell", command="true", argv=None, python=None,
+        kwargs=None, workdir=str(tmp_path), env=None, timeout=None, inputs=(), outputs=(),
+        stdout="o", stderr="e", result="r", quarantine_dir="q", task_id=f"t[i={index}]",
+        fingerprint=f"fp{index}", journal=prefix,
+    )  # fmt: skip
+
+
+def test_journaled_successes_are_folded_into_the_memo(tmp_path):
+    root = StateRoot(tmp_path / ".hpcflow")
+    folder = root.journal_dir("wf")
+    for run_id, indices in (("r1", [0, 1]), ("r2", [2])):
+        prefix = root.journal_prefix("wf", run_id)
+        for i in indices:
+            ok = Outcome(i, 1, "succeeded", 0, 1.0, 2.0, outputs_sig={"o": [1, 2]})
+            note_success(_call(tmp_path, i, prefix), ok)
+        failed = Outcome(9, 1, "failed", 1, 1.0, 2.0)
+        note_success(_call(tmp_path, 9, prefix), failed)  # only successes are journaled
+    close_journals()
+    r1 = journal_file(root.journal_prefix("wf", "r1"))
+    with open(r1, "ab") as fh:
+        fh.write(b'["t[i=5]", "fp')  # a line cut short by a kill
+    memo = Memo(root.memo_db, "wf")
+    assert memo.fold_journals(folder, keep_run="r2") == 2
+    entries = memo.load()
+    assert sorted(entries) == ["t[i=0]", "t[i=1]"]
+    assert entries["t[i=0]"].fingerprint == "fp0" and entries["t[i=0]"].run_id == "r1"
+    assert entries["t[i=1]"].outputs == {"o": [1, 2]}
+    assert [p.name.split(".")[0] for p in folder.iterdir()] == ["r2"]  # kept: still live
+    remove_journals(folder, "r2")
+    assert list(folder.iterdir()) == []
+    memo.close()
+
+
+def test_a_journal_that_cannot_be_written_does_not_fail_the_task(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    call = _call(tmp_path, 0, str(blocker / "journal" / "r1"))  # a folder under a file
+    note_success(call, Outcome(0, 1, "succeeded", 0, 1.0, 2.0))  # no exception
+
+
+def test_a_pid_is_ours_only_on_this_machine_and_while_it_runs():
+    me = ProcessIdentity.current()
+    assert me.on_this_machine() and me.alive_here()
+    again = ProcessIdentity.from_meta(json.loads(json.dumps(me.to_meta())))
+    assert again == me
+    elsewhere = dataclasses.replace(me, pid_namespace="pid:[1]")
+    assert not elsewhere.on_this_machine() and not elsewhere.alive_here()
+    other_host = dataclasses.replace(me, host=me.host + "-other")
+    assert not other_host.alive_here()
+    reused = dataclasses.replace(me, start_ticks=(me.start_ticks or 0) + 1)
+    assert not reused.alive_here()  # the same pid, but not the same process
+    gone = dataclasses.replace(me, pid=2**22 + os.getpid())
+    assert not gone.alive_here()
+    assert ProcessIdentity.from_meta({"host": "x"}) is None
