@@ -9,7 +9,9 @@
 # mariadb-server, needed by `start-cluster.sh --accounting` (sacct).
 set -euo pipefail
 
-PACKAGES=(slurm-wlm munge slurm-wlm-torque openmpi-bin libopenmpi-dev)
+# glusterfs-*: the shared file system the test cluster's nodes and the submit side mount.
+PACKAGES=(slurm-wlm munge slurm-wlm-torque openmpi-bin libopenmpi-dev
+    glusterfs-server glusterfs-client)
 ACCOUNTING="${WITH_ACCOUNTING:-0}"
 
 for arg in "$@"; do

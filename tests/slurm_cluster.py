@@ -1,9 +1,16 @@
 """Start and stop the private local SLURM test cluster from Python.
 
 This wraps ``slurm/start-cluster.sh`` and ``slurm/stop-cluster.sh`` (see those
-scripts for what the cluster is: munged + slurmctld + N logical slurmd nodes
-``n1..nN`` with fake GPUs, partitions ``debug`` (default) and ``gpu``, all
-private to one directory and on non-default ports).
+scripts for what the cluster is: munged + slurmctld on the submit side (this process's
+own namespaces) + N nodes ``n1..nN``, each in its own UTS, PID and mount namespaces with
+its own hostname, /tmp and init, fake GPUs, partitions ``debug`` (default) and ``gpu``,
+and a GlusterFS volume mounted at ``cluster.shared`` by a client of its own on the submit
+side and in every node; all private to one directory and on non-default ports).
+
+Files a job must see (scripts, run directories, outputs) belong under
+``cluster.shared`` (``cluster.mkdtemp()``); this machine's /tmp is invisible to the
+nodes. The repository and the running Python's prefix are passed with ``--share``, so
+they stay visible even when they lie under /tmp.
 
 It has no hpcflow imports on purpose, so it can be used from any test (or by
 hand: ``python -m tests.slurm_cluster`` starts a cluster and prints how to use
@@ -30,8 +37,10 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
@@ -108,10 +117,17 @@ def slurm_required() -> bool:
 ACCOUNTING_EXECUTABLES = ("slurmdbd", "mariadbd", "mariadb-install-db", "mariadb", "sacct")
 
 
-def check_prerequisites(accounting: bool = False) -> str | None:
+#: Programs the nodes' namespaces need.
+NODE_EXECUTABLES = ("unshare", "setsid", "mount", "umount", "hostname")
+#: Programs the shared GlusterFS volume needs (``shared_fs="gluster"``).
+GLUSTER_EXECUTABLES = ("glusterd", "gluster", "glusterfs", "mount.glusterfs")
+
+
+def check_prerequisites(accounting: bool = False, shared_fs: str = "gluster") -> str | None:
     """Return why the cluster cannot be started here, or None if it can.
 
-    ``accounting``: also check for what ``start_cluster(accounting=True)`` needs.
+    ``accounting``: also check for what ``start_cluster(accounting=True)`` needs;
+    ``shared_fs="gluster"``: for what the GlusterFS volume needs.
     """
     if not hasattr(os, "geteuid"):
         return "the local SLURM test cluster needs Linux"
@@ -127,6 +143,18 @@ def check_prerequisites(accounting: bool = False) -> str | None:
     ]
     if missing:
         return f"SLURM/munge not installed (missing: {', '.join(missing)})"
+    missing = [exe for exe in NODE_EXECUTABLES if shutil.which(exe, path=search) is None]
+    if missing:
+        return f"util-linux tools for the nodes' namespaces missing: {', '.join(missing)}"
+    if shared_fs == "gluster":
+        missing = [exe for exe in GLUSTER_EXECUTABLES if shutil.which(exe, path=search) is None]
+        if missing:
+            return (
+                f"GlusterFS not installed (missing: {', '.join(missing)}); "
+                "run `sudo bash slurm/install-deps.sh`"
+            )
+        if not os.path.exists("/dev/fuse"):
+            return "/dev/fuse is missing: the shared GlusterFS volume needs FUSE"
     if accounting:
         missing = [exe for exe in ACCOUNTING_EXECUTABLES if shutil.which(exe, path=search) is None]
         if missing:
@@ -136,6 +164,28 @@ def check_prerequisites(accounting: bool = False) -> str | None:
             )
     if not START_SCRIPT.is_file() or not STOP_SCRIPT.is_file():
         return f"cluster scripts not found in {SLURM_SCRIPTS}"
+    return None
+
+
+def default_base_parent() -> str:
+    """Where a cluster's base directory goes by default: the temporary directory, unless
+    that is /tmp (or under it), which the nodes do not see: then /var/tmp."""
+    parent = os.path.realpath(tempfile.gettempdir())
+    if parent == "/tmp" or parent.startswith(("/tmp/", "/dev/shm")):
+        parent = "/var/tmp"
+    return parent
+
+
+def read_shared_path(base: str | os.PathLike[str]) -> Path | None:
+    """The shared path of the cluster in ``base`` (``HPCFLOW_SHARED`` of its env.sh)."""
+    try:
+        text = (Path(base) / "etc" / "shared-fs.env").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key == "SHARED" and value:
+            return Path(value)
     return None
 
 
@@ -174,7 +224,9 @@ def read_log_tail(base: Path, lines: int = 20) -> str:
     log_dir = Path(base) / "log"
     if not log_dir.is_dir():
         return ""
-    names = ["munged.log", "mariadbd.log", "slurmdbd.log", "slurmctld.log"]
+    names = ["munged.log", "gluster-start.out", "glusterd.log", "mariadbd.log"]
+    names += ["slurmdbd.log", "slurmctld.log"]
+    names += sorted(p.name for p in log_dir.glob("node-*.log"))
     names += sorted(p.name for p in log_dir.glob("slurmd-*.log"))
     names += ["daemons.out"]
     parts = []
@@ -198,9 +250,11 @@ class SlurmCluster:
     ``env`` is a complete environment (a copy of ``os.environ`` at start plus
     ``extra_env``) to pass to client commands (``sbatch``, ``squeue``, ``qsub``
     ...) as ``subprocess.run(..., env=cluster.env)``; ``extra_env`` holds only
-    the variables the cluster needs (``SLURM_CONF``), e.g. for
-    ``monkeypatch.setenv``. ``accounting`` is True when the cluster runs slurmdbd
-    (``sacct`` works).
+    the variables the cluster needs (``SLURM_CONF``, and ``HPCFLOW_SHARED``, the shared
+    path), e.g. for ``monkeypatch.setenv``. ``accounting`` is True when the cluster runs
+    slurmdbd (``sacct`` works). ``shared`` is the path every node and the submit side see
+    (a GlusterFS volume, each side through its own client, unless ``shared_fs`` is
+    ``"none"``); ``shared_from`` the base of the cluster whose volume this one mounts.
     """
 
     base: Path
@@ -213,11 +267,26 @@ class SlurmCluster:
     remove_base: bool = True
     start_seconds: float = 0.0
     accounting: bool = False
+    shared: Path | None = None
+    shared_fs: str = "gluster"
+    shared_from: Path | None = None
     _stopped: bool = field(default=False, repr=False)
 
     @property
     def node_names(self) -> list:
         return [f"n{i}" for i in range(1, self.nodes + 1)]
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def mkdtemp(self, prefix: str = "tmp-") -> Path:
+        """A fresh folder on the shared file system (every node sees it at this path)."""
+        if self.shared is None:
+            raise SlurmClusterError(f"the cluster in {self.base} has no shared path")
+        parent = self.shared / "tmp"
+        parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
 
     def run(
         self,
@@ -299,72 +368,95 @@ class SlurmCluster:
             time.sleep(0.2)
         raise SlurmClusterError("slurmctld did not answer after its restart", self.log_tail())
 
+    def node_init_pid(self, node: str) -> int | None:
+        """This machine's PID of ``node``'s init (PID 1 of its namespaces), None if the
+        node is not running."""
+        pid_file = self.base / "run" / f"node-{node}.pid"
+        try:
+            pid = int(pid_file.read_text().strip())
+            with open(f"/proc/{pid}/comm") as comm:
+                if comm.read().strip() != "node-init.sh":
+                    return None
+        except (OSError, ValueError):
+            return None
+        return pid
+
     def node_processes(self, node: str) -> list[int]:
-        """PIDs of everything logical node ``node`` runs: its slurmd, its slurmstepds
-        (they keep the node's slurmd log open) and every job process on it (environment
-        ``SLURMD_NODENAME=node`` and this cluster's ``SLURM_CONF``)."""
+        """This machine's PIDs of everything node ``node`` runs: its init, slurmd,
+        slurmstepds, GlusterFS client and job processes (every live process in the
+        node's PID namespace). Empty when the node is not running."""
         import psutil
 
-        conf = str(self.base / "etc" / "slurm.conf")
-        node_log = str(self.base / "log" / f"slurmd-{node}.log")
-        found: set[int] = set()
-        pid_file = self.base / "run" / f"slurmd-{node}.pid"
-        if pid_file.exists():
-            text = pid_file.read_text().strip()
-            if text.isdigit() and psutil.pid_exists(int(text)):
-                found.add(int(text))
-        for proc in psutil.process_iter(["name"]):
+        init = self.node_init_pid(node)
+        if init is None:
+            return []
+        try:
+            namespace = os.readlink(f"/proc/{init}/ns/pid")
+        except OSError:
+            return []
+        found = []
+        for pid in psutil.pids():
             try:
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    found.discard(proc.pid)
+                if os.readlink(f"/proc/{pid}/ns/pid") != namespace:
                     continue
-                if proc.info["name"] == "slurmstepd":
-                    if any(f.path == node_log for f in proc.open_files()):
-                        found.add(proc.pid)
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                     continue
-                environ = proc.environ()
-            except psutil.Error:
+            except (OSError, psutil.Error):
                 continue
-            if environ.get("SLURMD_NODENAME") == node and environ.get("SLURM_CONF") == conf:
-                found.add(proc.pid)
-        found.discard(os.getpid())
+            found.append(pid)
         return sorted(found)
 
-    def kill_node(self, node: str, rounds: int = 3) -> list[int]:
-        """Make logical node ``node`` die as a machine does: SIGKILL its slurmd, its
-        slurmstepds and every job process on it, all at once (repeated, in case a
-        process forked meanwhile). Returns the PIDs killed. Bring it back with
-        :meth:`start_node`."""
-        killed: list[int] = []
-        for _ in range(rounds):
-            pids = self.node_processes(node)
-            if not pids:
-                break
+    def kill_node(self, node: str, rounds: int = 3, timeout: float = 30) -> list[int]:
+        """Make node ``node`` die as a machine does: SIGKILL its init, and with it (the
+        kernel ends a PID namespace with its PID 1) its slurmd, slurmstepds, GlusterFS
+        client and every job process, all at once. Waits until they are gone and returns
+        their PIDs. Bring it back with :meth:`start_node`. (``rounds`` is left from the
+        one-kernel cluster, which had to repeat its kill; it is ignored.)"""
+        import psutil
+
+        del rounds
+        pids = self.node_processes(node)
+        init = self.node_init_pid(node)
+        if init is None:
+            return []
+        try:
+            os.kill(init, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = []
             for pid in pids:
                 try:
-                    os.kill(pid, 9)
-                except ProcessLookupError:
+                    if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                        alive.append(pid)
+                except psutil.Error:
                     continue
-                killed.append(pid)
-            time.sleep(0.2)
-        return killed
+            if not alive:
+                return pids
+            time.sleep(0.05)
+        raise SlurmClusterError(f"processes of {node} still alive {timeout}s after the kill")
 
     def start_node(self, node: str, timeout: float = 60) -> None:
-        """Start ``node``'s slurmd again and wait until the controller calls it idle
+        """Start ``node`` again (new namespaces, mounts and slurmd, by
+        ``BASE/etc/start-node.sh``) and wait until the controller calls it idle
         (ReturnToService=2 returns a DOWN node to service when it registers)."""
-        conf = self.base / "etc" / "slurm.conf"
-        with open(self.base / "log" / "daemons.out", "ab") as out:
-            subprocess.run(
-                ["slurmd", "-f", str(conf), "-N", node], stdin=subprocess.DEVNULL, stdout=out,
-                stderr=out, env=self.env, check=True, timeout=timeout,
-            )  # fmt: skip
+        proc = subprocess.run(
+            ["bash", str(self.base / "etc" / "start-node.sh"), node, str(int(timeout))],
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, env=self.env,
+            timeout=timeout + 10,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise SlurmClusterError(
+                f"starting {node} failed: {proc.stdout}{proc.stderr}", self.log_tail()
+            )
         deadline = time.monotonic() + timeout
         state = ""
         while time.monotonic() < deadline:
             state = self.node_state(node)
             if state == "idle":
                 return
-            time.sleep(0.3)
+            time.sleep(0.2)
         raise SlurmClusterError(f"node {node} not idle after its restart ({state})")
 
     def node_state(self, node: str) -> str:
@@ -413,6 +505,9 @@ def start_cluster(
     accounting: bool = False,
     enforce_limits: bool = False,
     slurmd_timeout: int | None = None,
+    shared_fs: str = "gluster",
+    shared_from: SlurmCluster | str | os.PathLike[str] | None = None,
+    shares: Sequence[str | os.PathLike[str]] | None = None,
 ) -> SlurmCluster:
     """Start a private cluster and wait until all its nodes are idle.
 
@@ -426,19 +521,31 @@ def start_cluster(
     the calling user has an association, so ``sacctmgr`` limits can be tested.
     ``slurmd_timeout``: SlurmdTimeout in seconds (SLURM's default 300 when None): how
     soon a node whose slurmd died is marked DOWN.
+    ``shared_fs``: ``"gluster"`` (a GlusterFS volume of its own at ``BASE/shared``, or
+    the one of ``shared_from``, a running cluster or its base: several clusters then see
+    the same files at the same path) or ``"none"`` (a plain folder).
+    ``shares``: paths the nodes must see although they lie under /tmp (default: the
+    repository and ``sys.prefix``; paths elsewhere are visible anyway).
 
     Raises ``SlurmUnavailable`` if this machine cannot run it and
     ``SlurmClusterError`` (with the daemon log tail) if the start failed.
     """
-    reason = check_prerequisites(accounting)
+    reason = check_prerequisites(accounting, shared_fs)
     if reason:
         raise SlurmUnavailable(reason)
     if keep is None:
         keep = os.environ.get("HPCFLOW_SLURM_KEEP", "") == "1"
+    if shares is None:
+        shares = [REPO_ROOT, sys.prefix]
+    from_base: Path | None = None
+    if shared_from is not None:
+        from_base = Path(
+            shared_from.base if isinstance(shared_from, SlurmCluster) else shared_from
+        ).resolve()
 
     made_base = base is None
     if base is None:
-        base_path = Path(tempfile.mkdtemp(prefix="hpcflow-slurm-"))
+        base_path = Path(tempfile.mkdtemp(prefix="hpcflow-slurm-", dir=default_base_parent()))
     else:
         base_path = Path(base)
         base_path.mkdir(parents=True, exist_ok=True)
@@ -463,6 +570,12 @@ def start_cluster(
         ]  # fmt: skip
         if slurmd_timeout is not None:
             cmd += ["--slurmd-timeout", str(int(slurmd_timeout))]
+        cmd += ["--shared-fs", shared_fs]
+        if from_base is not None:
+            cmd += ["--shared-from", str(from_base)]
+        for path in shares:
+            if Path(path).exists():
+                cmd += ["--share", str(path)]
         if accounting:
             cmd.append("--accounting")
             if enforce_limits:
@@ -484,7 +597,10 @@ def start_cluster(
             )
         elapsed = time.monotonic() - t0
         if proc.returncode == 0:
+            shared = read_shared_path(base_path)
             extra_env = {"SLURM_CONF": str(base_path / "etc" / "slurm.conf")}
+            if shared is not None:
+                extra_env["HPCFLOW_SHARED"] = str(shared)
             env = dict(os.environ)
             env.update(extra_env)
             cluster = SlurmCluster(
@@ -498,6 +614,9 @@ def start_cluster(
                 remove_base=made_base and not keep,
                 start_seconds=elapsed,
                 accounting=accounting,
+                shared=shared,
+                shared_fs=shared_fs,
+                shared_from=from_base,
             )
             atexit.register(_stop_quietly, cluster)
             return cluster
@@ -517,14 +636,38 @@ def start_cluster(
     )
 
 
+#: The cluster whose GlusterFS volume ``start_test_cluster`` mounts in the clusters it
+#: starts (unless told ``shared_from``): one shared path for all clusters of a test
+#: session, so a test's folder there (its ``tmp_path``) is seen by whichever cluster it
+#: starts. Set by ``tests/integration/slurm/conftest.py`` for its session cluster.
+_shared_volume: SlurmCluster | None = None
+
+
+def set_shared_volume(cluster: SlurmCluster | None) -> None:
+    """Let clusters started by ``start_test_cluster`` mount ``cluster``'s volume."""
+    global _shared_volume
+    _shared_volume = cluster
+
+
 def start_test_cluster(why: str = "", **options: Any) -> SlurmCluster:
     """``start_cluster(**options)`` for a test: a cluster, or the test is skipped saying
     why, or failed when a cluster is required (``CI=true``, ``HPCFLOW_REQUIRE_SLURM=1``).
 
     ``why`` names what the test needs beyond a plain cluster (e.g. "with accounting").
+    Unless ``shared_from`` or ``shared_fs`` is given, the cluster mounts the volume of
+    the session's cluster (:func:`set_shared_volume`), when there is one.
     """
     import pytest
 
+    owner = _shared_volume
+    if (
+        "shared_from" not in options
+        and options.get("shared_fs", "gluster") == "gluster"
+        and owner is not None
+        and not owner.stopped
+        and owner.shared_fs == "gluster"
+    ):
+        options["shared_from"] = owner.shared_from or owner.base
     try:
         return start_cluster(**options)
     except (SlurmUnavailable, SlurmClusterError) as exc:
@@ -551,6 +694,7 @@ if __name__ == "__main__":  # pragma: no cover - manual use
     c = start_cluster(keep=True)
     print(f"cluster up in {c.start_seconds:.2f}s in {c.base}")
     print(f"  source {c.base}/env.sh")
+    print(f"  shared file system ({c.shared_fs}) at {c.shared}")
     print(f"  bash {STOP_SCRIPT} {c.base}   # to stop it")
     c._stopped = True  # leave it running
     sys.exit(0)

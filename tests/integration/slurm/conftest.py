@@ -1,33 +1,84 @@
 """Fixtures for the tests that run against a real, private SLURM cluster.
 
 ``slurm_cluster`` (session scope) starts the cluster once (4 nodes n1..n4 x 2
-CPUs x 2 fake GPUs, partitions ``debug`` and ``gpu``; about 0.2 s) and stops
-it at the end of the session. Use ``slurm_cluster.env`` as the environment of
-client commands (it sets ``SLURM_CONF``), or ``slurm_cluster.run([...])``.
+CPUs x 2 fake GPUs, partitions ``debug`` and ``gpu``, a GlusterFS volume at
+``slurm_cluster.shared``; about 2 to 4 s) and stops it at the end of the session.
+Use ``slurm_cluster.env`` as the environment of client commands (it sets
+``SLURM_CONF``), or ``slurm_cluster.run([...])``.
+
+The nodes are separate hosts: their own hostnames, PID namespaces and /tmp. So a test
+marked ``slurm`` gets its ``tmp_path`` on the shared volume (a fresh folder under
+``slurm_cluster.shared``): its run directories, workflow folders and job output are
+seen by the nodes, each through its own GlusterFS client. Other clusters a test starts
+with ``start_test_cluster`` mount the same volume (see ``set_shared_volume``).
+``HPCFLOW_HOME`` (``env``) stays on the submit side, in pytest's own temporary folder.
 
 Without root or without SLURM installed the tests are skipped, unless
 ``CI=true`` or ``HPCFLOW_REQUIRE_SLURM=1``: then they fail.
 """
 
+import os
+import re
+from pathlib import Path
+
 import pytest
 
 try:
-    from tests.slurm_cluster import start_test_cluster
+    from tests.slurm_cluster import set_shared_volume, start_test_cluster
 except ImportError:  # repository root not on sys.path (e.g. --import-mode=importlib)
     import sys
-    from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-    from tests.slurm_cluster import start_test_cluster
+    from tests.slurm_cluster import set_shared_volume, start_test_cluster
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster():
     cluster = start_test_cluster()
+    set_shared_volume(cluster)
     try:
         yield cluster
     finally:
+        set_shared_volume(None)
         cluster.stop()
+
+
+def _test_dir_name(request: pytest.FixtureRequest) -> str:
+    """The test's name as pytest's own ``tmp_path`` shortens it."""
+    return re.sub(r"[\W]", "_", request.node.name)[:30]
+
+
+@pytest.fixture
+def submit_tmp_path(request: pytest.FixtureRequest, tmp_path_factory) -> Path:
+    """A fresh folder on the submit side only (pytest's temporary folder, under /tmp:
+    the nodes do not see it)."""
+    return tmp_path_factory.mktemp(_test_dir_name(request), numbered=True)
+
+
+@pytest.fixture
+def tmp_path(request: pytest.FixtureRequest, tmp_path_factory) -> Path:
+    """For a test marked ``slurm``: a fresh folder on the cluster's shared volume, seen
+    by every node at the same path. Otherwise pytest's usual one."""
+    if request.node.get_closest_marker("slurm") is None:
+        return tmp_path_factory.mktemp(_test_dir_name(request), numbered=True)
+    cluster = request.getfixturevalue("slurm_cluster")
+    return cluster.mkdtemp(prefix=_test_dir_name(request) + "-")
+
+
+@pytest.fixture
+def env(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """Environment for CLI runs, as ``tests/conftest.py``'s, but for a ``slurm`` test the
+    private HPCFLOW_HOME (the per-user run index) lies on the submit side only."""
+    home_parent = tmp_path
+    if request.node.get_closest_marker("slurm") is not None:
+        home_parent = request.getfixturevalue("submit_tmp_path")
+    return {
+        **os.environ,
+        "HPCFLOW_HOME": str(home_parent / "hpcflow-home"),
+        "COLUMNS": "200",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+    }
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 They check what hpcflow's SLURM/PBS tests rely on: nodes and partitions,
 batch jobs, multi-node placement, fake GPUs, MPI through srun (PMIx) and
-mpirun, and the PBS ``qsub`` front end of slurm-wlm-torque.
+mpirun, and the PBS ``qsub`` front end of slurm-wlm-torque. (That the nodes are
+separate hosts on a shared file system: test_cluster_hosts.py.) ``tmp_path`` lies
+on the shared volume (conftest.py), so the jobs see it.
 """
 
 import importlib.util
@@ -128,11 +130,12 @@ MPI_HELLO_C = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def mpi_hello(tmp_path_factory):
-    """A compiled MPI hello world (skips if mpicc is not there)."""
+def mpi_hello(slurm_cluster):
+    """A compiled MPI hello world on the shared volume, where the nodes find it (skips if
+    mpicc is not there)."""
     if shutil.which("mpicc") is None:
         pytest.skip("mpicc not found (libopenmpi-dev); run slurm/install-deps.sh")
-    d = tmp_path_factory.mktemp("mpi")
+    d = slurm_cluster.mkdtemp("mpi-")
     (d / "hello.c").write_text(MPI_HELLO_C)
     subprocess.run(["mpicc", "-o", str(d / "hello"), str(d / "hello.c")], check=True, timeout=120)
     return d / "hello"

@@ -118,3 +118,36 @@ def test_status_and_logs_polled_while_a_run_goes_on(
     assert samples[-1] == n
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(n))
     assert queue_drains(slurm_cluster) == []
+
+
+def test_status_and_logs_polled_while_the_snakemake_plugin_runs(tmp_path, env, slurm_cluster):
+    pytest.importorskip("snakemake")
+    from tests.snakemake.helpers import (
+        SNAKEMAKE,
+        clean_env,
+        fanout_snakefile,
+        sum_of_squares,
+        write_snakefile,
+    )
+
+    n = 150
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, fanout_snakefile(n))
+    run_env = {**clean_env(env), **slurm_cluster.extra_env}
+    proc = subprocess.Popen(
+        [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "100", "--hpcflow-mode", "pilot",
+         "--hpcflow-profile", "slurm-test", "--hpcflow-nodes", "2", "--hpcflow-walltime", "10m"],
+        cwd=workdir, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        samples = poll_while_running(proc, run_env, workdir)
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, (out + err)[-4000:]
+    assert (workdir / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
+    totals = _final_counts(run_env, workdir)
+    # Every Snakemake job is one task of the run: n squares, two chunks, the total.
+    assert totals == {"succeeded": n + 3}, totals
+    assert samples[-1] == n + 3
