@@ -11,7 +11,7 @@ set -euo pipefail
 
 # glusterfs-*: the shared file system the test cluster's nodes and the submit side mount.
 PACKAGES=(slurm-wlm munge slurm-wlm-torque openmpi-bin libopenmpi-dev
-    glusterfs-server glusterfs-client)
+    glusterfs-server glusterfs-client iproute2)
 ACCOUNTING="${WITH_ACCOUNTING:-0}"
 
 for arg in "$@"; do

@@ -23,7 +23,9 @@
 #     (listening on P+10+i) and reaps. Everything of a node dies at once when
 #     its init dies (kill -KILL "$(cat BASE_DIR/run/node-nI.pid)" is a machine
 #     dying); BASE_DIR/etc/start-node.sh nI starts it again. The network
-#     namespace is shared: every node reaches every port on 127.0.0.1.
+#     namespace is shared: every node reaches every port on 127.0.0.1, and
+#     node I's address 127.0.10.I is added to the loopback device (kept after
+#     the stop: harmless, and other clusters use the same addresses).
 #   * a shared file system (--shared-fs gluster, the default): a private
 #     glusterd (working directory BASE_DIR/gluster, listening on
 #     127.100.X.Y:24007 with X.Y derived from P), one volume with one brick
@@ -432,6 +434,15 @@ EOF
 } > "$ETC/shared-fs.env"
 
 # ---------------------------------------------------------------- the nodes
+# Each node's address is configured on the (shared) loopback device, as a NIC's address
+# is on a real node: programs that look their listening address up among the
+# interfaces (UCX does) find it. Added once and kept (other clusters share them).
+if command -v ip > /dev/null 2>&1; then
+    for i in $(seq 1 "$NODES"); do
+        ip -4 -o addr show dev lo | grep -q " 127\.0\.10\.$i/" \
+            || ip addr add "127.0.10.$i/32" dev lo 2> /dev/null || true
+    done
+fi
 # Every node resolves every node (and, from this machine's file, the submit host).
 {
     cat /etc/hosts

@@ -35,42 +35,30 @@ class MemoEntry:
     run_id: str
 
 
-class Memo:
-    """Read and write the memo table for one workflow key."""
+class Memo(BatchedWriter):
+    """Read and write the memo table for one workflow key (batched: :meth:`flush_due`,
+    :meth:`flush` and :meth:`close` commit)."""
 
     def __init__(self, path: Path, workflow_key: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = connect_writer(path)
-        self._conn.execute(
+        conn = connect_writer(path)
+        conn.execute(
             "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
             " fingerprint TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,"
             " run_id TEXT NOT NULL, PRIMARY KEY (workflow, task_id))"
         )
-        self._writer = BatchedWriter(self._conn)
+        super().__init__(conn)
         self._key = workflow_key
 
-    def close(self) -> None:
-        """Commit what waits and close."""
-        try:
-            self._writer.flush()
-        finally:
-            self._conn.close()
-
-    def flush(self) -> None:
-        self._writer.flush()
-
-    def flush_due(self) -> None:
-        self._writer.flush_due()
-
     def load(self) -> dict[str, MemoEntry]:
-        rows = self._writer.read(
+        rows = self.read(
             "SELECT task_id, fingerprint, inputs, outputs, run_id FROM memo WHERE workflow = ?",
             (self._key,),
         )
         return {r[0]: MemoEntry(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4]) for r in rows}
 
     def record(self, entries: Iterable[MemoEntry]) -> None:
-        self._writer.write(
+        self.write(
             "INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)",
             (
                 (
@@ -86,7 +74,7 @@ class Memo:
         )
 
     def forget(self, task_ids: Iterable[str]) -> None:
-        self._writer.write(
+        self.write(
             "DELETE FROM memo WHERE workflow = ? AND task_id = ?",
             ((self._key, t) for t in task_ids),
         )

@@ -144,3 +144,10 @@ class BatchedWriter:
         """Rows of a query, after committing what waits."""
         self.flush()
         return self._conn.execute(sql, tuple(params)).fetchall()
+
+    def close(self) -> None:
+        """Commit what waits and close the file."""
+        try:
+            self.flush()
+        finally:
+            self._conn.close()

@@ -210,10 +210,9 @@ class StateDB:
 
     def close(self) -> None:
         """Commit what waits (the driver's batched writes) and close."""
-        try:
-            if self._writer is not None:
-                self._writer.flush()
-        finally:
+        if self._writer is not None:
+            self._writer.close()
+        else:
             self._conn.close()
 
     def __enter__(self) -> StateDB:
@@ -409,7 +408,7 @@ class StateDB:
         return [r[0] for r in self._rows("SELECT name FROM tasks GROUP BY name ORDER BY MIN(idx)")]
 
 
-class SubmitDB:
+class SubmitDB(BatchedWriter):
     """``submit.sqlite``: written only by the process that submits and follows a run's
     allocations (their rows, and its own verdict on the run: ``status``, ``error``,
     ``ended``, and ``unfinished``, the reason readers show for tasks the driver left).
@@ -420,15 +419,9 @@ class SubmitDB:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._conn = connect_writer(path)
-        self._conn.executescript(_SUBMIT_SCHEMA)
-        self._writer = BatchedWriter(self._conn)
-
-    def close(self) -> None:
-        try:
-            self._writer.flush()
-        finally:
-            self._conn.close()
+        conn = connect_writer(path)
+        conn.executescript(_SUBMIT_SCHEMA)
+        super().__init__(conn)
 
     def __enter__(self) -> SubmitDB:
         return self
@@ -436,14 +429,8 @@ class SubmitDB:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def flush(self) -> None:
-        self._writer.flush()
-
-    def flush_due(self) -> None:
-        self._writer.flush_due()
-
     def set_meta(self, **values: Any) -> None:
-        self._writer.write(
+        self.write(
             "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", _meta_values(values), now=True
         )
 
@@ -453,7 +440,7 @@ class SubmitDB:
         self.set_meta(status=status, unfinished=unfinished, ended=time.time(), **values)
 
     def add_allocation(self, row: AllocationRow) -> None:
-        self._writer.write(
+        self.write(
             "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (row.native_id, row.number, row.backend, row.state, row.native_state,
@@ -465,17 +452,14 @@ class SubmitDB:
     def update_allocation(
         self, native_id: str, state: str, native_state: str | None, reason: str | None
     ) -> None:
-        self._writer.write(
+        self.write(
             "UPDATE allocations SET state = ?, native_state = ?, reason = ?, updated = ?"
             " WHERE native_id = ?",
             [(state, native_state, reason, time.time(), native_id)],
         )
 
     def meta(self) -> dict[str, Any]:
-        return _meta_rows(self._writer.read("SELECT key, value FROM meta"))
+        return _meta_rows(self.read("SELECT key, value FROM meta"))
 
     def allocations(self) -> list[AllocationRow]:
-        return [
-            AllocationRow(*r)
-            for r in self._writer.read("SELECT * FROM allocations ORDER BY number")
-        ]
+        return [AllocationRow(*r) for r in self.read("SELECT * FROM allocations ORDER BY number")]

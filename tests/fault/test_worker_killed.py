@@ -23,7 +23,7 @@ tasks:
   - name: step
     foreach: {{i: {{range: [0, 4]}}}}
     command: >-
-      echo $PPID > pids/{{i}};
+      echo $PPID $(readlink /proc/self/ns/pid) > pids/{{i}};
       echo begin > {{outputs}};
       : {MARKER};
       sleep 3;
@@ -32,15 +32,31 @@ tasks:
 """
 
 
+def pid_here(pid: int, namespace: str) -> int | None:
+    """This machine's pid of the process that is ``pid`` in PID namespace ``namespace``
+    (a task on a node of the test cluster sees its node's namespace, not ours)."""
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            if os.readlink(status.parent / "ns" / "pid") != namespace:
+                continue
+            for line in status.read_text().splitlines():
+                if line.startswith("NSpid:") and line.split()[-1] == str(pid):
+                    return int(status.parent.name)
+        except OSError:
+            continue
+    return None
+
+
 def kill_a_worker_mid_task(workdir: Path, timeout: float = 60) -> None:
-    """SIGKILL the worker process of the first task that started (its PID file)."""
+    """SIGKILL the worker process of the first task that started (its PID file: the
+    worker's pid as the task saw it, and the task's PID namespace)."""
     deadline = time.monotonic() + timeout
     victim = None
     while time.monotonic() < deadline and victim is None:
         for pid_file in (workdir / "pids").iterdir():
-            text = pid_file.read_text().strip()
-            if text:
-                victim = int(text)
+            fields = pid_file.read_text().split()
+            if len(fields) == 2:
+                victim = pid_here(int(fields[0]), fields[1])
                 break
         time.sleep(0.05)
     assert victim is not None, "no task started"

@@ -130,7 +130,7 @@ def test_status_and_logs_polled_while_the_snakemake_plugin_runs(tmp_path, env, s
         write_snakefile,
     )
 
-    n = 150
+    n = 30  # every Snakemake job starts a Snakemake process: about 1 CPU-second each
     workdir = tmp_path / "wf"
     write_snakefile(workdir, fanout_snakefile(n))
     run_env = {**clean_env(env), **slurm_cluster.extra_env}
