@@ -76,3 +76,35 @@ def read_run(paths: RunPaths) -> RunView:
             return RunView(paths, db.meta(), db.counts(), db.names_in_order())
     except (FileNotFoundError, OSError) as exc:
         raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
+
+
+def fresh_allocations(rows: list[Any]) -> list[Any]:
+    """``rows`` with the batch system's word on the unfinished ones (one query per
+    backend). Only shown: the run's files belong to its driver and submitting process."""
+    import dataclasses
+    import logging
+
+    from hpcflow.backends.base import AllocationState
+    from hpcflow.backends.registry import get_backend
+    from hpcflow.errors import HpcflowError
+
+    active: dict[str, list[str]] = {}
+    for row in rows:
+        if not AllocationState(row.state).final and row.backend != "allocation":
+            active.setdefault(row.backend, []).append(row.native_id)
+    fresh: dict[str, Any] = {}
+    for backend_name, ids in active.items():
+        try:
+            fresh.update(get_backend(backend_name).poll(ids))
+        except (HpcflowError, OSError) as exc:
+            logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
+    out = []
+    for row in rows:
+        found = fresh.get(row.native_id)
+        if found is not None:
+            row = dataclasses.replace(
+                row, state=found.state.value, native_state=found.native_state,
+                reason=found.reason,
+            )  # fmt: skip
+        out.append(row)
+    return out

@@ -31,7 +31,7 @@ def command(run: str) -> None:
     """Cancel RUN (run id, prefix or directory): its allocations, and its driver."""
     from hpcflow.backends.base import AllocationState
     from hpcflow.backends.registry import get_backend
-    from hpcflow.cli._common import driver_alive, find_run
+    from hpcflow.cli._common import driver_alive, find_run, fresh_allocations
     from hpcflow.store.atomic import write_json_atomic
     from hpcflow.store.process import ProcessIdentity
     from hpcflow.store.statedb import DRIVER_DONE, StateDB
@@ -39,11 +39,13 @@ def command(run: str) -> None:
     paths = find_run(run)
     with StateDB(paths.state_db, readonly=True) as db:
         meta = db.meta()
-        allocations = [
-            a
-            for a in db.allocations()
-            if not AllocationState(a.state).final and a.backend != "allocation"
-        ]
+        known = db.allocations()
+    # What the batch system says now (a detached run has no follower to record it).
+    allocations = [
+        a
+        for a in fresh_allocations(known)
+        if not AllocationState(a.state).final and a.backend != "allocation"
+    ]
     active = meta.get("status") not in DRIVER_DONE
     if not active and not allocations:
         click.echo(f"run {meta.get('run_id')} is not active ({meta.get('status')})")

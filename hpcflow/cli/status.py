@@ -145,7 +145,7 @@ _last_refresh: float | None = None
 
 def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.backends.base import AllocationState
-    from hpcflow.cli._common import read_run
+    from hpcflow.cli._common import fresh_allocations, read_run
     from hpcflow.cli._dashboard import dashboard_at, find_dashboard
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
@@ -158,7 +158,7 @@ def take_snapshot(paths: Any) -> Snapshot:
         allocations = db.allocations()
     if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
         _last_refresh = time.monotonic()
-        allocations = _refresh_allocations(allocations)
+        allocations = fresh_allocations(allocations)
     status = view.status
     live = status in ("submitted", "running")
     dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
@@ -258,35 +258,3 @@ def _ago(stamp: float | None) -> str:
     if seconds < 120:
         return f"{seconds}s ago"
     return f"{seconds // 60} min ago"
-
-
-def _refresh_allocations(rows: list[Any]) -> list[Any]:
-    """``rows`` with the batch system's word on the unfinished ones (one query per
-    backend). Only shown: the run's files belong to its driver and submitting process."""
-    import dataclasses
-    import logging
-
-    from hpcflow.backends.base import AllocationState
-    from hpcflow.backends.registry import get_backend
-    from hpcflow.errors import HpcflowError
-
-    active: dict[str, list[str]] = {}
-    for row in rows:
-        if not AllocationState(row.state).final and row.backend != "allocation":
-            active.setdefault(row.backend, []).append(row.native_id)
-    fresh: dict[str, Any] = {}
-    for backend_name, ids in active.items():
-        try:
-            fresh.update(get_backend(backend_name).poll(ids))
-        except (HpcflowError, OSError) as exc:
-            logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
-    out = []
-    for row in rows:
-        found = fresh.get(row.native_id)
-        if found is not None:
-            row = dataclasses.replace(
-                row, state=found.state.value, native_state=found.native_state,
-                reason=found.reason,
-            )  # fmt: skip
-        out.append(row)
-    return out

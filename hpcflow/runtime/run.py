@@ -275,6 +275,10 @@ def drive(
     attempts = [row.attempts for row in db.tasks()]
     try:
         result = driver.run(prepared.decision.run, attempts)
+        # Every success the driver saw is in the memo now: the journal is no longer needed.
+        prepared.memo.flush()
+        close_journals()
+        remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     except KeyboardInterrupt:
         return _finish(db, paths, run_id, RunSummary(run_id, paths, {}, cancelled=True), started)
     except (OSError, sqlite3.Error) as exc:
@@ -291,10 +295,6 @@ def drive(
     summary = RunSummary(
         run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
     )
-    # Every success the driver saw is in the memo now: the journal is no longer needed.
-    prepared.memo.flush()
-    close_journals()
-    remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     return _finish(db, paths, run_id, summary, started)
 
 

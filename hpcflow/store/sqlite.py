@@ -135,7 +135,8 @@ class BatchedWriter:
             for sql, rows in pending:
                 conn.executemany(sql, rows)
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite rolls back by itself on some errors (disk full)
+                conn.execute("ROLLBACK")
             self._pending = pending + self._pending
             raise
         conn.execute("COMMIT")
@@ -146,8 +147,14 @@ class BatchedWriter:
         return self._conn.execute(sql, tuple(params)).fetchall()
 
     def close(self) -> None:
-        """Commit what waits and close the file."""
+        """Commit what waits and close the file. A commit that fails here (the disk is
+        full) is logged, not raised: the owner is stopping, most likely because of that
+        very error, which it has reported; the successes are in the journals."""
         try:
             self.flush()
+        except (sqlite3.Error, OSError) as exc:
+            log.warning(
+                "the last %d batched writes were not committed: %s", len(self._pending), exc
+            )
         finally:
             self._conn.close()

@@ -39,9 +39,13 @@ def _wait_running(hpcflow_slurm, n: int, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     status: dict = {}
     while time.monotonic() < deadline:
-        status = _status(hpcflow_slurm)
-        if status["counts"].get("nap", {}).get("running") == n:
-            return status
+        answer = hpcflow_slurm("status", "--json")
+        if answer.returncode == 0:
+            status = json.loads(answer.stdout)
+            if status["counts"].get("nap", {}).get("running") == n:
+                return status
+        else:  # the run has not registered yet
+            assert "no runs yet" in answer.stderr, answer.output
         time.sleep(0.3)
     raise AssertionError(f"tasks not running after {timeout}s: {status}")
 

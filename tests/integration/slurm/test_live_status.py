@@ -43,13 +43,17 @@ def _run_dir(root: Path) -> Path | None:
     return runs[0].parent if runs else None
 
 
-def poll_while_running(proc: subprocess.Popen[str], env: dict[str, str], root: Path) -> list:
+def poll_while_running(
+    proc: subprocess.Popen[str], env: dict[str, str], root: Path, timeout: float = 420
+) -> list:
     """Ask status and logs until ``proc`` (the run) has ended; every answer must be clean
     and no count may go back. Returns the samples (succeeded counts)."""
     samples: list[int] = []
     best: dict[str, int] = {}
     polls = 0
+    deadline = time.monotonic() + timeout
     while True:
+        assert time.monotonic() < deadline, f"the run did not end within {timeout}s: {samples}"
         ended = proc.poll() is not None
         run_dir = _run_dir(root)
         if run_dir is not None:
