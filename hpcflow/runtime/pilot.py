@@ -364,6 +364,8 @@ def run_pilot(
         # this side writes what it knows in submit.sqlite.
         db.close()
         db = None
+        # ... and the memo's only writer is the driver too: this side is done with it.
+        prepared.memo.close()
         submit = st.SubmitDB(paths.submit_db)
         try:
             native_id = submit_allocation(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +22,14 @@ class PilotTimings:
 
 
 def pilot_timings(state_db: Path) -> PilotTimings:
-    conn = sqlite3.connect(f"file:{state_db}?mode=ro", uri=True)
-    try:
-        (submitted,) = conn.execute("SELECT MIN(submitted) FROM allocations").fetchone()
-        first, last = conn.execute("SELECT MIN(started), MAX(ended) FROM attempts").fetchone()
-    finally:
-        conn.close()
-    return PilotTimings(float(submitted), first, last)
+    """Read from the run's files (read-only: the allocations are the submitting side's)."""
+    from hpcflow.store.statedb import StateDB
+
+    with StateDB(state_db, readonly=True) as db:
+        submitted = min(a.submitted for a in db.allocations())
+        attempts = db.all_attempts()
+    starts = [a.started for a in attempts if a.started is not None]
+    ends = [a.ended for a in attempts if a.ended is not None]
+    return PilotTimings(
+        float(submitted), min(starts) if starts else None, max(ends) if ends else None
+    )

@@ -65,7 +65,16 @@ def connect_reader(path: Path) -> sqlite3.Connection:
 #: How often a reader tries a query that a network file system failed transiently.
 READ_TRIES = 8
 
-_TRANSIENT = ("disk i/o error", "database is locked", "unable to open", "busy")
+_TRANSIENT = (
+    "disk i/o error",
+    "database is locked",
+    "unable to open",
+    "busy",
+    # A read-only reader that takes the writer's journal for a hot one (left by a crash)
+    # would have to roll it back: on GlusterFS a reader on another client saw the
+    # journal of a commit in progress without the writer's lock for a moment.
+    "readonly database",
+)
 
 
 def transient(exc: sqlite3.Error) -> bool:

@@ -24,7 +24,7 @@ name: cancelled
 tasks:
   - name: step
     foreach: {{i: {{range: [0, {N}]}}}}
-    command: sleep 0.4; echo {{i}} > {{outputs}}
+    command: sleep 1; echo {{i}} > {{outputs}}
     outputs: ["out/{{i}}.txt"]
 """
 

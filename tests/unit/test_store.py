@@ -131,6 +131,7 @@ def test_readers_try_again_after_a_transient_error():
     flaky = _Flaky(2)
     assert read_rows(flaky, "SELECT 1") == [(1,)]  # type: ignore[arg-type]
     assert flaky.calls == 3
+    assert read_rows(_Flaky(1, "attempt to write a readonly database"), "SELECT 1") == [(1,)]  # type: ignore[arg-type]
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         read_rows(_Flaky(1, "no such table: x"), "SELECT 1")  # type: ignore[arg-type]
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):

