@@ -143,6 +143,11 @@ def report(walls, counts, places, kinds, args) -> str:  # type: ignore[no-untype
     verdict = "PASS" if ratio <= 1.5 else "FAIL"
     lines += [
         "",
+        "`shared run dir` is what hpcflow's own bookkeeping costs on the volume (state, "
+        "memo, journals; batched commits). `shared` adds the tasks' own work there: each "
+        "W1 task creates an output file, and a file creation on GlusterFS is a round trip "
+        "to its server through FUSE, whoever makes it.",
+        "",
         f"Target (issue 15): {big:,} tiny tasks with the run directory on the shared volume "
         f"within 1.5x of local disk: **{ratio:.2f}x, {verdict}**.",
         END,
