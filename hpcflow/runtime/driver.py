@@ -188,6 +188,9 @@ class Driver:
     def _loop(self) -> None:
         while self.remaining > 0:
             self._check_cancel_request()
+            # Batched writes are committed at most once a second (wakes: at least twice).
+            self.db.flush_due()
+            self.memo.flush_due()
             self._release_retries()
             self._submit_ready()
             if self._inflight == 0 and not self._retry_heap:
@@ -209,8 +212,6 @@ class Driver:
                 item = self._done.get(timeout=timeout)
             except queue.Empty:
                 self._progress()
-                self.db.flush_due()
-                self.memo.flush_due()
                 continue
             batch = [item]
             while True:
@@ -220,8 +221,6 @@ class Driver:
                     break
             self._handle(batch)
             self._progress()
-            self.db.flush_due()
-            self.memo.flush_due()
 
     def _check_cancel_request(self) -> None:
         """Cancel the run (as Ctrl-C does) once ``hpcflow cancel`` left its request file;

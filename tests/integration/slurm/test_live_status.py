@@ -44,7 +44,7 @@ def _run_dir(root: Path) -> Path | None:
 
 
 def poll_while_running(
-    proc: subprocess.Popen[str], env: dict[str, str], root: Path, timeout: float = 420
+    proc: subprocess.Popen[bytes], env: dict[str, str], root: Path, timeout: float = 420
 ) -> list:
     """Ask status and logs until ``proc`` (the run) has ended; every answer must be clean
     and no count may go back. Returns the samples (succeeded counts)."""
@@ -82,6 +82,23 @@ def poll_while_running(
     return samples
 
 
+def watch(cmd: list[str], cwd: Path, env: dict[str, str], root: Path) -> tuple[int, str, list[int]]:
+    """Run ``cmd`` and poll status and logs of its run (under ``root``) until it ends:
+    (exit status, its output, the succeeded counts seen). The output goes to a file: a
+    pipe nobody reads while the run goes on fills up and stops a chatty run (Snakemake)."""
+    log = root / "watched.log"
+    with open(log, "w") as sink:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            samples = poll_while_running(proc, env, root)
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return proc.returncode, log.read_text(errors="replace"), samples
+
+
 def _final_counts(env: dict[str, str], root: Path) -> dict[str, int]:
     run_dir = _run_dir(root)
     assert run_dir is not None
@@ -106,18 +123,12 @@ def test_status_and_logs_polled_while_a_run_goes_on(
     tmp_path, slurm_env, slurm_cluster, mode, n, extra
 ):
     wf = write_workflow(tmp_path, WORKFLOW.format(n=n))
-    proc = subprocess.Popen(
+    returncode, output, samples = watch(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile", "slurm-test",
          "--mode", mode, "-q", *extra],
-        env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        tmp_path, slurm_env, tmp_path,
     )  # fmt: skip
-    try:
-        samples = poll_while_running(proc, slurm_env, tmp_path)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, out + err
+    assert returncode == 0, output
     assert _final_counts(slurm_env, tmp_path) == {"succeeded": n}
     assert samples[-1] == n
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(n))
@@ -138,18 +149,12 @@ def test_status_and_logs_polled_while_the_snakemake_plugin_runs(tmp_path, env, s
     workdir = tmp_path / "wf"
     write_snakefile(workdir, fanout_snakefile(n))
     run_env = {**clean_env(env), **slurm_cluster.extra_env}
-    proc = subprocess.Popen(
+    returncode, output, samples = watch(
         [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "100", "--hpcflow-mode", "pilot",
          "--hpcflow-profile", "slurm-test", "--hpcflow-nodes", "2", "--hpcflow-walltime", "10m"],
-        cwd=workdir, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        workdir, run_env, workdir,
     )  # fmt: skip
-    try:
-        samples = poll_while_running(proc, run_env, workdir)
-        out, err = proc.communicate(timeout=600)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, (out + err)[-4000:]
+    assert returncode == 0, output[-4000:]
     assert (workdir / "results" / "total.txt").read_text().strip() == str(sum_of_squares(n))
     totals = _final_counts(run_env, workdir)
     # Every Snakemake job is one task of the run: n squares, two chunks, the total.
