@@ -26,9 +26,9 @@ from sections import markers, write_section  # noqa: E402  (bench/)
 
 from hpcflow.backends._commands import CommandRunner  # noqa: E402
 from hpcflow.backends.slurm.backend import SlurmBackend  # noqa: E402
-from hpcflow.runtime.pilot import run_pilot  # noqa: E402
-from hpcflow.runtime.pilot_stats import pilot_timings  # noqa: E402
-from hpcflow.runtime.run import RunOptions, prepare  # noqa: E402
+from hpcflow.engine.prepare import RunOptions, prepare  # noqa: E402
+from hpcflow.modes.pilot import run_pilot  # noqa: E402
+from hpcflow.modes.pilot_stats import pilot_timings  # noqa: E402
 from hpcflow.settings import resolve_profile  # noqa: E402
 from tests.slurm_cluster import start_cluster  # noqa: E402
 

@@ -1,7 +1,7 @@
 """The Snakemake executor: Snakemake jobs in, hpcflow task calls out, futures polled in memory.
 
 ``run_job`` translates the job (:func:`translate.task_for_job`), wraps Snakemake's own job
-command (``format_job_exec``) into a :class:`~hpcflow.runtime.calls.TaskCall` and hands it
+command (``format_job_exec``) into a :class:`~hpcflow.worker.calls.TaskCall` and hands it
 to the session's Dask cluster; ``check_active_jobs`` reads the futures (no batch-system
 query per job, ever); ``cancel_jobs`` cancels them and kills their processes; ``shutdown``
 releases the cluster (and, in pilot mode, the allocation).
@@ -20,9 +20,9 @@ from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
-from hpcflow.backends.local.backend import LocalCapacity
 from hpcflow.errors import HpcflowError
-from hpcflow.runtime.calls import Outcome
+from hpcflow.worker.calls import Outcome
+from hpcflow.worker.local_cluster import LocalCapacity
 from snakemake_executor_plugin_hpcflow.record import Ended
 from snakemake_executor_plugin_hpcflow.session import (
     ElasticSession,

@@ -22,10 +22,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hpcflow.runtime.calls import Outcome
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.registry import register_run
+from hpcflow.worker.calls import Outcome
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The hpcflow side of one Snakemake run: a run directory and a Dask cluster to send jobs to.
 
 A :class:`Session` owns both for the whole Snakemake run: it is started once (on the first
-job), every job is one :class:`hpcflow.runtime.calls.TaskCall` run by the same worker code
-as hpcflow's own tasks (:func:`hpcflow.runtime.chunk.run_chunk`), and it is closed once,
+job), every job is one :class:`hpcflow.worker.calls.TaskCall` run by the same worker code
+as hpcflow's own tasks (:func:`hpcflow.worker.chunk.run_chunk`), and it is closed once,
 when Snakemake shuts the executor down, is interrupted, or the interpreter exits.
 """
 
@@ -21,23 +21,23 @@ from typing import TYPE_CHECKING, Any
 
 from hpcflow import __version__
 from hpcflow.backends.base import AllocationState
-from hpcflow.backends.local.backend import LocalCapacity, LocalCluster
 from hpcflow.backends.poller import Poller
+from hpcflow.engine.lifecycle import new_run_id
 from hpcflow.errors import AllocationFailed, HpcflowError
-from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.chunk import run_chunk
-from hpcflow.runtime.groups import kill_running
-from hpcflow.runtime.run import new_run_id
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths, StateRoot
+from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import kill_running
+from hpcflow.worker.local_cluster import LocalCapacity, LocalCluster
 from snakemake_executor_plugin_hpcflow.record import Ended, RunRecord
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 
 if TYPE_CHECKING:
     from hpcflow.backends.base import Backend
     from hpcflow.bootstrap.config import PilotConfig
-    from hpcflow.runtime.elastic_plan import ElasticPlan
-    from hpcflow.runtime.elastic_watch import SubmitFailures, WorkerWatch
+    from hpcflow.modes.elastic_plan import ElasticPlan
+    from hpcflow.modes.elastic_watch import SubmitFailures, WorkerWatch
     from hpcflow.settings.profile import Profile
 
 log = logging.getLogger(__name__)
@@ -353,7 +353,7 @@ class PilotSession(Session):
 
     def _submit(self, number: int) -> None:
         """Plan and submit allocation ``number`` (its ranks' configuration written first)."""
-        from hpcflow.runtime.pilot import plan_pilot, submit_allocation
+        from hpcflow.modes.pilot import plan_pilot, submit_allocation
         from hpcflow.store.statedb import SubmitDB
         from hpcflow.transport.certificates import create_credentials
 
@@ -495,7 +495,7 @@ class PilotSession(Session):
                 self._end_allocation()
                 return "failed"
             return "wait"
-        from hpcflow.runtime.pilot import NODE_FAIL
+        from hpcflow.modes.pilot import NODE_FAIL
 
         self._record_allocation(status.state.value, status.native_state)
         stopped_early = status.state is AllocationState.TIMEOUT or status.native_state == NODE_FAIL
@@ -646,7 +646,7 @@ def _published_address(path: Path, native_id: str) -> str | None:
 class ElasticSession(Session):
     """Dask workers that come and go as batch jobs (dask-jobqueue, hpcflow's elastic mode):
     the scheduler runs in this process, worker jobs are shaped by the profile
-    (:func:`hpcflow.runtime.elastic_plan.plan_elastic`) and their number follows the
+    (:func:`hpcflow.modes.elastic_plan.plan_elastic`) and their number follows the
     backlog of Snakemake jobs sent and not yet finished, between the profile's
     ``min_workers`` and ``max_workers``."""
 
@@ -666,11 +666,11 @@ class ElasticSession(Session):
     def start(self) -> None:
         from distributed import Client
 
-        from hpcflow.runtime.elastic import check_elastic
-        from hpcflow.runtime.elastic_adapt import BacklogAdaptive
-        from hpcflow.runtime.elastic_cluster import counted_failures_quiet, start_cluster
-        from hpcflow.runtime.elastic_plan import plan_elastic
-        from hpcflow.runtime.elastic_watch import SubmitFailures, WorkerWatch
+        from hpcflow.modes.elastic import check_elastic
+        from hpcflow.modes.elastic_adapt import BacklogAdaptive
+        from hpcflow.modes.elastic_cluster import counted_failures_quiet, start_cluster
+        from hpcflow.modes.elastic_plan import plan_elastic
+        from hpcflow.modes.elastic_watch import SubmitFailures, WorkerWatch
         from hpcflow.transport.certificates import create_credentials
         from hpcflow.transport.security import security_for
 
@@ -758,8 +758,8 @@ class ElasticSession(Session):
         )
 
     def _release(self) -> None:
-        from hpcflow.runtime.elastic import cancel_leftovers
-        from hpcflow.runtime.elastic_cluster import close_cluster, cluster_job_ids
+        from hpcflow.modes.elastic import cancel_leftovers
+        from hpcflow.modes.elastic_cluster import close_cluster, cluster_job_ids
 
         if self._cluster is None:
             return

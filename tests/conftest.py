@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hpcflow.runtime.calls import TaskCall
+from hpcflow.worker.calls import TaskCall
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -7,7 +7,8 @@ for every value that reaches a shell line. Scheduler directive lines (``#SBATCH`
 scheduler parses them, and the template prints them as they are.
 
 This module also validates the two kinds of raw text a profile may pass through:
-extra directives and environment variable names.
+extra directives and environment variable names, and makes the labels (run and task names
+in comments, job names) that every template prints.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ TEMPLATE_FOLDER = "templates"
 _EXTRA_DIRECTIVE = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*(=[^\s\"'\\]+)?|-[A-Za-z]([^\s\"'\\]*)")
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNSAFE_LABEL = re.compile(r"[^A-Za-z0-9_.-]+")
 
 _CONTROL = ("\n", "\r", "\x00")
 
@@ -74,6 +76,24 @@ class Renderer:
         return self._env.get_template(name).render(**context)
 
 
+def label(text: str) -> str:
+    """``text`` with every run of characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``.
+
+    Safe in a comment line and as a job name; never empty (``"hpcflow"`` stands in).
+    """
+    return _UNSAFE_LABEL.sub("_", text).strip("_") or "hpcflow"
+
+
+def refuse_line_breaks(text: str, setting: str) -> None:
+    """Raise ProfileError if the ``setting`` entry ``text`` would start another script line
+    (it holds a newline, carriage return or NUL)."""
+    if any(c in text for c in _CONTROL):
+        raise ProfileError(
+            f"{setting} entry {text!r} contains a line break or NUL character",
+            hint=f"give each option as its own {setting} entry, on one line",
+        )
+
+
 def validate_extra_directive(text: str, *, setting: str = "extra_directives") -> str:
     """Return ``text`` if it is one scheduler option (``--foo`` or ``--foo=bar``).
 
@@ -83,11 +103,7 @@ def validate_extra_directive(text: str, *, setting: str = "extra_directives") ->
         ``text`` holds a newline, carriage return or NUL (which would inject another
         script line), or is not a single option.
     """
-    if any(c in text for c in _CONTROL):
-        raise ProfileError(
-            f"{setting} entry {text!r} contains a line break or NUL character",
-            hint=f"give each option as its own {setting} entry, on one line",
-        )
+    refuse_line_breaks(text, setting)
     if not _EXTRA_DIRECTIVE.fullmatch(text):
         raise ProfileError(
             f"{setting} entry {text!r} is not a single option like '--foo=bar'",

@@ -1,5 +1,10 @@
 """Sorting a failed submission into transient (retry may help) or permanent (fix the
-profile), the same way for every batch system; backends bring their own pattern tables."""
+profile), the same way for every batch system; backends bring their own pattern tables.
+
+The tables here are the ones that reach more than one backend: queue limits, and
+sbatch's own messages, which SLURM prints and so do the PBS commands that are SLURM's
+wrappers around sbatch (:mod:`hpcflow.backends.pbs.slurm_wrapper`).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,53 @@ LIMIT_ERRORS = (
     "would exceed complex",
     "per-user limit",
 )
+
+#: sbatch errors worth retrying: the controller was busy or unreachable.
+SBATCH_TRANSIENT_ERRORS = (
+    "Socket timed out",
+    "Unable to contact slurm controller",
+    "Resource temporarily unavailable",
+    "Connection refused",
+    "Connection timed out",
+    "Zero Bytes were transmitted or received",
+    "Communication connection failure",
+    "Slurm temporarily unable to accept job",
+    "slurm_persist_conn_open",
+)
+
+#: sbatch errors that a retry cannot fix → the profile setting that can.
+SBATCH_PERMANENT_ERRORS: tuple[tuple[str, str], ...] = (
+    ("Invalid partition name specified", "partition"),
+    ("invalid partition specified", "partition"),
+    ("Invalid account", "account"),
+    ("Invalid qos", "qos"),
+    ("Job violates accounting/QOS policy", "account / qos (limits)"),
+    ("Invalid feature specification", "constraint"),
+    ("Memory specification can not be satisfied", "memory_per_node"),
+    ("Invalid generic resource (gres) specification", "gpus_per_node"),
+    ("Requested time limit is invalid", "walltime"),
+    ("Node count specification invalid", "nodes"),
+    ("More processors requested than permitted", "ntasks / cpus_per_task"),
+    (
+        "Requested node configuration is not available",
+        "resources (nodes, ntasks, cpus_per_task, gpus_per_node, memory_per_node, constraint)",
+    ),
+    ("Invalid directive", "extra_directives"),
+    ("unrecognized option", "extra_directives"),
+    ("Access/permission denied", "account / partition"),
+)
+
+#: What sbatch writes before each of its messages, longest first.
+SBATCH_PREFIXES = ("sbatch: error:", "sbatch:")
+
+
+def without_prefix(line: str, prefixes: Sequence[str], chars: str | None = None) -> str:
+    """``line`` without the first of ``prefixes`` it starts with, then stripped of
+    ``chars`` (blanks by default); ``line`` as it is when it starts with none."""
+    for prefix in prefixes:
+        if line.startswith(prefix):
+            return line[len(prefix) :].strip(chars)
+    return line
 
 
 def classify_submit_failure(

@@ -1,7 +1,8 @@
 """What every batch backend speaks: an allocation request in, a native id and states out.
 
-A backend is argv builders, output parsers and one template; the loop that submits, polls
-and cancels is written once (runtime/pilot.py with backends/poller.py).
+A backend is argv builders, output parsers and one template; the rules of submitting,
+polling and cancelling are written once (:class:`hpcflow.backends.batch.BatchBackend`),
+and so is the loop that drives them (modes/pilot.py with backends/poller.py).
 """
 
 from __future__ import annotations

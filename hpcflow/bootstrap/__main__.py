@@ -19,8 +19,6 @@ import time
 import traceback
 from pathlib import Path
 
-from hpcflow.backends.local.orphans import become_subreaper
-from hpcflow.bootstrap import environment
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import (
     PreflightError,
@@ -38,7 +36,10 @@ from hpcflow.bootstrap.roles import (
 )
 from hpcflow.bootstrap.workers import record_workers
 from hpcflow.errors import HpcflowError
+from hpcflow.launchers import environment
+from hpcflow.store.states import RunStatus
 from hpcflow.transport.security import security_for
+from hpcflow.worker.orphans import become_subreaper
 
 log = logging.getLogger("hpcflow.bootstrap")
 _started = time.time()
@@ -347,7 +348,7 @@ def _sweep_orphans_forever() -> None:
     """Every half second, kill task processes a dead worker left to this (subreaper) rank."""
     from tornado.ioloop import PeriodicCallback
 
-    from hpcflow.backends.local.orphans import SWEEP_MS, kill_orphans
+    from hpcflow.worker.orphans import SWEEP_MS, kill_orphans
 
     def sweep() -> None:
         kill_orphans()
@@ -387,7 +388,9 @@ def _wait_for_scheduler_end(
 def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     from distributed import Client
 
-    from hpcflow.runtime.run import drive, log_to, open_run
+    from hpcflow.engine.drive import drive
+    from hpcflow.engine.lifecycle import log_to
+    from hpcflow.engine.prepare import open_run
 
     handler = log_to(run_dir / "driver.log")
     client = None
@@ -433,7 +436,7 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     except Exception as exc:  # the run must still end, and say why
         log.error("driver failed: %s\n%s", exc, traceback.format_exc())
         if db is not None:
-            db.set_meta(status="failed", error=str(exc)[:2000], ended=time.time())
+            db.set_meta(status=RunStatus.FAILED, error=str(exc)[:2000], ended=time.time())
         return 1
     finally:
         if db is not None:

@@ -12,6 +12,7 @@ from hpcflow.store.paths import RunPaths
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import list_runs
 from hpcflow.store.statedb import StateDB
+from hpcflow.store.states import RunStatus
 
 
 def find_run(ref: str | None) -> RunPaths:
@@ -49,8 +50,8 @@ class RunView:
     @property
     def status(self) -> str:
         status = str(self.meta.get("status", "unknown"))
-        if status == "running" and not driver_alive(self.meta):
-            return "interrupted"
+        if status == RunStatus.RUNNING and not driver_alive(self.meta):
+            return RunStatus.INTERRUPTED
         return status
 
 

@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from hpcflow.store.states import RunStatus
+
 if TYPE_CHECKING:
     from hpcflow.store.paths import RunPaths
 
@@ -58,7 +60,7 @@ def command(run: str) -> None:
     # follows it, and stops by itself when it sees the request).
     ident = ProcessIdentity.from_meta(meta.get("driver"))
     here = ident is not None and ident.on_this_machine()
-    if active and meta.get("status") == "running":
+    if active and meta.get("status") == RunStatus.RUNNING:
         # The driver, wherever it runs, stops the run itself and records it: give it a
         # moment before the batch system ends its allocation under it.
         deadline = time.monotonic() + DRIVER_GRACE

@@ -5,8 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from hpcflow.runtime.cost import PlanCost, plan_cost
-from hpcflow.runtime.run import PreparedRun
+from hpcflow.engine.cost import PlanCost, plan_cost
+from hpcflow.engine.prepare import PreparedRun
 from hpcflow.settings.profile import Profile
 from hpcflow.spec.units import format_duration, format_memory
 

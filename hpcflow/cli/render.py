@@ -30,7 +30,7 @@ def command(
     """Print the batch script for WORKFLOW (the run id is a placeholder until submitted)."""
     from hpcflow.backends.registry import get_backend
     from hpcflow.dag.graph import build_graph
-    from hpcflow.runtime.pilot import plan_pilot
+    from hpcflow.modes.pilot import plan_pilot
     from hpcflow.spec.loader import load_workflow
     from hpcflow.store.paths import RunPaths, StateRoot
 
@@ -47,7 +47,7 @@ def command(
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)
     backend = get_backend(resolved.backend, profile=resolved)
     if resolved.mode == "jobs":
-        from hpcflow.runtime.jobs import render_all
+        from hpcflow.modes.jobs import render_all
 
         for unit, script in render_all(graph, resolved, backend, paths, run_id):
             noun = "instance" if unit.size == 1 else "instances"

@@ -89,7 +89,8 @@ def command(
     from rich.console import Console
 
     from hpcflow.cli import console as ui
-    from hpcflow.runtime.run import RunOptions, execute, prepare
+    from hpcflow.engine.prepare import RunOptions, prepare
+    from hpcflow.modes.local import run_local
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -103,7 +104,7 @@ def command(
     }
     layout = None
     if profile is None and not dry_run:
-        from hpcflow.bootstrap.environment import allocation_layout
+        from hpcflow.launchers.environment import allocation_layout
 
         # Inside an allocation (sbatch script, salloc) with ranks to spare: boot on them.
         layout = allocation_layout(os.environ)
@@ -134,7 +135,7 @@ def command(
     def run_it(observer):  # type: ignore[no-untyped-def]
         if layout is not None:
             from hpcflow.backends.registry import get_backend
-            from hpcflow.runtime.pilot import run_pilot
+            from hpcflow.modes.pilot import run_pilot
 
             slurm = resolve_cli_profile("slurm", overrides)
             return run_pilot(
@@ -146,9 +147,9 @@ def command(
                 layout=layout,
             )
         if resolved.backend == "local":
-            return execute(prepared, options, observer=observer)
+            return run_local(prepared, options, observer=observer)
         from hpcflow.backends.registry import get_backend
-        from hpcflow.runtime.pilot import run_pilot
+        from hpcflow.modes.pilot import run_pilot
 
         def submitted(native_id: str, paths) -> None:  # type: ignore[no-untyped-def]
             out.print(
@@ -159,11 +160,11 @@ def command(
 
         backend = get_backend(resolved.backend, profile=resolved)
         if resolved.mode == "jobs":
-            from hpcflow.runtime.jobs import run_jobs
+            from hpcflow.modes.jobs import run_jobs
 
             run_mode = run_jobs
         elif resolved.mode == "elastic":
-            from hpcflow.runtime.elastic import run_elastic
+            from hpcflow.modes.elastic import run_elastic
 
             run_mode = run_elastic
         else:
@@ -191,7 +192,7 @@ def command(
         counts = db.counts()
         failed_rows = db.tasks(states=(st.FAILED,))
     total = sum(sum(c.values()) for c in counts.values())
-    verdict = "cancelled" if summary.cancelled else ("succeeded" if summary.ok else "failed")
+    verdict = summary.status
     style = "green" if summary.ok else "red"
     if not quiet:
         out.print(ui.counts_table(counts, order, title=f"run {summary.run_id}"))

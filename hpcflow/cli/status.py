@@ -9,8 +9,10 @@ from typing import Any
 
 import click
 
+from hpcflow.store.states import RunStatus
+
 #: Run states after which nothing changes any more.
-FINAL = ("succeeded", "failed", "cancelled")
+FINAL = tuple(status for status in RunStatus if status.final)
 
 
 @click.command("status")
@@ -160,7 +162,7 @@ def take_snapshot(paths: Any) -> Snapshot:
         _last_refresh = time.monotonic()
         allocations = fresh_allocations(allocations)
     status = view.status
-    live = status in ("submitted", "running")
+    live = status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
     dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
     elastic = _latest_sample(paths.elastic_log) if live else None
     if live and dashboard is None and view.meta.get("dashboard"):
@@ -168,11 +170,11 @@ def take_snapshot(paths: Any) -> Snapshot:
         dashboard = dashboard_at(str(view.meta["dashboard"]))
     if (
         allocations
-        and status in ("submitted", "running", "interrupted")
+        and status in (RunStatus.SUBMITTED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
         and all(AllocationState(a.state).final for a in allocations)
     ):
         if paths.cancel_request.exists():
-            status = "cancelled"  # by `hpcflow cancel`, before its driver could say so
+            status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver could say so
         else:
             status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
     return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)

@@ -24,7 +24,7 @@ MAX_ROWS = 5000
 BOX_W, BOX_H, GAP_X, GAP_Y = 180, 46, 70, 18
 TIMELINE_W, LANE_H, LABEL_W = 1000, 12, 150
 
-STATE_COLOURS = {
+STATE_COLOURS: dict[str, str] = {
     st.SUCCEEDED: "#2e9d57",
     st.CACHED: "#8fc9a3",
     st.FAILED: "#d0443e",

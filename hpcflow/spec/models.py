@@ -80,6 +80,10 @@ class RetryPolicy(_Model):
     factor: float = Field(2.0, ge=1.0, description="each further wait is multiplied by this")
     max_backoff: Duration = Field(300.0, description="upper bound of one wait")
 
+    def allows_another(self, attempt: int) -> bool:
+        """Whether a task whose attempt number ``attempt`` (1-based) failed is tried again."""
+        return attempt - 1 < self.attempts
+
     def delay(self, retry_number: int) -> float:
         """Seconds to wait before retry ``retry_number`` (1-based)."""
         return float(min(self.max_backoff, self.backoff * self.factor ** (retry_number - 1)))

@@ -7,7 +7,7 @@ outputs are the same as when it succeeded.
 The memo has one writer at a time: the run of its workflow that holds the workflow's run
 lock (its driver, wherever that runs). Its writes are batched; successes that a killed
 driver had not committed yet are in the journals of the processes that ran them
-(:mod:`hpcflow.runtime.journal`), which :meth:`Memo.fold_journals` brings in before the
+(:mod:`hpcflow.worker.journal`), which :meth:`Memo.fold_journals` brings in before the
 next run decides what to run.
 """
 

@@ -18,7 +18,7 @@ shared file system. That decides the settings here:
   and commits them together at most every ``commit_interval`` seconds. What must not
   wait for the next commit goes through ``write(..., now=True)``. The batching never
   loses a finished task: each task's success is also in its worker's journal
-  (:mod:`hpcflow.runtime.journal`) the moment it ends.
+  (:mod:`hpcflow.worker.journal`) the moment it ends.
 """
 
 from __future__ import annotations

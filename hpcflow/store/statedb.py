@@ -33,6 +33,7 @@ from hpcflow.store.sqlite import (
     read_only_uri,
     read_rows,
 )
+from hpcflow.store.states import RunStatus, TaskState
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,17 +88,17 @@ _SELECT_TASKS = (
     "peak_rss, host, message FROM tasks"
 )
 
-#: Task states. ``cached`` = up to date from an earlier run; ``skipped`` = an upstream failed.
+#: Task states (:class:`TaskState`), by their short names.
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED = (
-    "pending",
-    "running",
-    "succeeded",
-    "failed",
-    "cancelled",
-    "skipped",
-    "cached",
+    TaskState.PENDING,
+    TaskState.RUNNING,
+    TaskState.SUCCEEDED,
+    TaskState.FAILED,
+    TaskState.CANCELLED,
+    TaskState.SKIPPED,
+    TaskState.CACHED,
 )
-FINAL_STATES = frozenset({SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED})
+FINAL_STATES = frozenset(state for state in TaskState if state.final)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +151,7 @@ class TaskRow:
 
 
 #: Run statuses after which the driver writes nothing more.
-DRIVER_DONE = frozenset({"succeeded", "failed", "cancelled"})
+DRIVER_DONE = frozenset(status for status in RunStatus if status.final)
 
 
 def merge_meta(state_meta: dict[str, Any], submit_meta: dict[str, Any]) -> dict[str, Any]:
@@ -165,12 +166,12 @@ def merge_meta(state_meta: dict[str, Any], submit_meta: dict[str, Any]) -> dict[
         meta.setdefault(key, value)
     status = submit_meta.get("status")
     ours = state_meta.get("status")
-    if status in ("failed", "cancelled") and ours not in DRIVER_DONE:
+    if status in (RunStatus.FAILED, RunStatus.CANCELLED) and ours not in DRIVER_DONE:
         meta["status"] = status
         for key in ("ended", "error"):
             if key in submit_meta:
                 meta[key] = submit_meta[key]
-    elif status is not None and ours in (None, "created"):
+    elif status is not None and ours in (None, RunStatus.CREATED):
         meta["status"] = status
     return meta
 
@@ -332,7 +333,7 @@ class StateDB:
         if self._writer is not None:
             return None
         submit = self.submit_meta()
-        if submit.get("status") not in ("failed", "cancelled"):
+        if submit.get("status") not in (RunStatus.FAILED, RunStatus.CANCELLED):
             return None
         own = _meta_rows(self._rows("SELECT key, value FROM meta WHERE key = 'status'"))
         if own.get("status") in DRIVER_DONE:

@@ -22,7 +22,7 @@ def test_render_jobs_mode(example, hpcflow, env, profile, array, after):
     assert [j.split("\n", 1)[0] for j in jobs] == ["1 (120 instances) ----", "2 (1 instance) ----"]
     assert array in jobs[0] and "depend" not in jobs[0]
     assert after in jobs[1]
-    assert "hpcflow.runtime.jobtask" in jobs[1] and "hpcflow.bootstrap" not in result.stdout
+    assert "hpcflow.modes.jobtask" in jobs[1] and "hpcflow.bootstrap" not in result.stdout
     # Released by the submit host instead: no dependency in the scripts.
     env["HPCFLOW_DEPENDENCIES"] = "driver"
     env["HPCFLOW_MAX_ARRAY_SIZE"] = "50"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.slurm.backend import SlurmBackend
-from hpcflow.runtime.pilot import run_pilot
-from hpcflow.runtime.run import RunOptions, prepare
+from hpcflow.engine.prepare import RunOptions, prepare
+from hpcflow.modes.pilot import run_pilot
 from hpcflow.settings import resolve_profile
 
 

@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("snakemake_interface_executor_plugins")
 
 from hpcflow.errors import HpcflowError  # noqa: E402
-from hpcflow.runtime.calls import Outcome  # noqa: E402
+from hpcflow.worker.calls import Outcome  # noqa: E402
 from snakemake_executor_plugin_hpcflow.executor import failure_message, make_session  # noqa: E402
 from snakemake_executor_plugin_hpcflow.session import (  # noqa: E402
     LocalSession,

@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from hpcflow.dag import build_graph
-from hpcflow.runtime.calls_factory import CallFactory
+from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.spec import parse_workflow
 from hpcflow.store.paths import RunPaths
 

@@ -14,10 +14,10 @@ from pydantic import ValidationError
 
 from hpcflow.backends.base import AllocationState, AllocationStatus
 from hpcflow.errors import ProfileError, ResourceError
-from hpcflow.runtime.elastic import cancel_leftovers, check_elastic, check_memory
-from hpcflow.runtime.elastic_cluster import import_jobqueue
-from hpcflow.runtime.elastic_plan import ElasticPlan, plan_elastic, walltime_text
-from hpcflow.runtime.elastic_watch import SubmitFailures, brief
+from hpcflow.modes.elastic import cancel_leftovers, check_elastic, check_memory
+from hpcflow.modes.elastic_cluster import import_jobqueue
+from hpcflow.modes.elastic_plan import ElasticPlan, plan_elastic, walltime_text
+from hpcflow.modes.elastic_watch import SubmitFailures, brief
 from hpcflow.settings.profile import Profile
 from tests.conftest import HOSTILE_VALUES, write_workflow
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
+from hpcflow.engine.prepare import RunOptions, prepare
 from hpcflow.errors import RunError, SubmitError
-from hpcflow.runtime.jobs import run_jobs
-from hpcflow.runtime.run import RunOptions, prepare
+from hpcflow.modes.jobs import run_jobs
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from tests.conftest import write_workflow
@@ -59,7 +59,7 @@ class Refusing:
 
 def _run(tmp_path, monkeypatch, backend, **profile):
     monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("hpcflow.runtime.jobs.TICK", 0.01)
+    monkeypatch.setattr("hpcflow.modes.jobs.TICK", 0.01)
     wf = write_workflow(tmp_path, WORKFLOW)
     options = RunOptions()
     settings = Profile(name="fake", backend="slurm", submit_rate=1000, **profile)
@@ -89,7 +89,7 @@ def test_transient_errors_are_retried_then_fail(tmp_path, monkeypatch):
     busy = SubmitError("sbatch failed: Socket timed out", transient=True)
     backend = Refusing(busy)
     prepared, options, profile, _ = _run(tmp_path, monkeypatch, backend, submit_retries=2)
-    monkeypatch.setattr("hpcflow.runtime.jobs_plan.LimitBackoff.refused", lambda self: 0.0)
+    monkeypatch.setattr("hpcflow.modes.jobs_plan.LimitBackoff.refused", lambda self: 0.0)
     with pytest.raises(SubmitError, match="Socket timed out"):
         run_jobs(prepared, options, profile, backend)
     assert backend.submitted == 3  # the first try and 2 retries
@@ -103,7 +103,7 @@ def test_the_first_job_is_the_sweep_as_one_array(tmp_path, monkeypatch):
     (request,) = backend.rendered
     assert request.task_name == "a" and request.array_size == 3
     assert request.array_parallelism == 2 and request.depends_on == ()
-    assert request.command[-3:] == ["hpcflow.runtime.jobtask", str(request.run_dir), "1"]
+    assert request.command[-3:] == ["hpcflow.modes.jobtask", str(request.run_dir), "1"]
 
 
 def test_detach_is_refused_before_anything_is_created(tmp_path, monkeypatch):
@@ -154,7 +154,7 @@ def test_a_job_with_a_failed_task_is_failed_even_when_pbs_says_completed(tmp_pat
     of that job says failed when one of its tasks failed (this was a race: it depended on
     whether the poll or the outcome files came first)."""
     monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("hpcflow.runtime.jobs.TICK", 0.01)
+    monkeypatch.setattr("hpcflow.modes.jobs.TICK", 0.01)
     wf = write_workflow(
         tmp_path,
         "name: one\ntasks:\n  - name: a\n    foreach: {i: [1, 2, 3]}\n    command: test {i} != 2\n",

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from hpcflow.dag.graph import build_graph
-from hpcflow.runtime.jobs import job_walltime
-from hpcflow.runtime.jobs_plan import (
+from hpcflow.engine.ledger import downstream
+from hpcflow.modes.jobs import job_walltime
+from hpcflow.modes.jobs_plan import (
     JobUnit,
     LimitBackoff,
     SubmitThrottle,
@@ -15,7 +16,6 @@ from hpcflow.runtime.jobs_plan import (
     chunk,
     plan_units,
     scheduler_dependencies,
-    skip_downstream,
 )
 from hpcflow.settings.profile import Profile
 from hpcflow.spec.loader import load_workflow
@@ -122,11 +122,15 @@ def test_skip_downstream_of_a_failure(tmp_path):
     state = [st.PENDING] * len(graph.instances)
     bad = index["make[i=2]"]
     state[bad] = st.FAILED
-    skipped = {graph.instances[i].id for i in skip_downstream(graph.dependents(), [bad], state)}
+
+    def still_open(i):
+        return state[i] in (st.PENDING, st.RUNNING)
+
+    skipped = {graph.instances[i].id for i in downstream(graph.dependents(), [bad], still_open)}
     assert skipped == {"use[i=2]", "reduce"}
     # Ended tasks are never skipped.
     state[index["reduce"]] = st.SUCCEEDED
-    again = skip_downstream(graph.dependents(), [bad], state)
+    again = downstream(graph.dependents(), [bad], still_open)
     assert {graph.instances[i].id for i in again} == {"use[i=2]"}
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hpcflow.backends.local.pool import ADDRESS, LocalPool, PoolClient
-from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.chunk import run_chunk
-from hpcflow.runtime.groups import LIVE, kill_running
+from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import LIVE, kill_running
+from hpcflow.worker.pool import ADDRESS, LocalPool, PoolClient
 from tests.conftest import processes_with, task_call
 
 

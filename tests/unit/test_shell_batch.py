@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.runtime import shell_batch, shells
-from hpcflow.runtime.chunk import run_chunk
-from hpcflow.runtime.groups import LIVE, kill_running
+from hpcflow.worker import shell_batch, shells
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import LIVE, kill_running
 from tests.conftest import processes_with, task_call
 
 pytestmark = pytest.mark.skipif(

@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.journal import close_journals, journal_file, note_success
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo, remove_journals
 from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.sqlite import BatchedWriter, read_rows
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.journal import close_journals, journal_file, note_success
 
 
 def _run(tmp_path, n: int = 3) -> tuple[RunPaths, st.StateDB]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends._render import Renderer, validate_env_name
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
-from hpcflow.bootstrap.environment import job_id
+from hpcflow.launchers.environment import job_id
 
 
 class AllocationBackend:

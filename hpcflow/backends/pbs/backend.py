@@ -3,9 +3,11 @@
 Two flavors share this module: PBS Professional / OpenPBS (``flavor="pro"``: chunks,
 ``-l select=N:ncpus=C:mpiprocs=P``, ``qstat -f -F json -x``) and Torque
 (``flavor="torque"``: ``-l nodes=N:ppn=C``, text ``qstat -f``). The backend is argv
-builders and output parsers around one template per flavor; it runs nothing itself but
-goes through the injected :class:`~hpcflow.backends._commands.CommandRunner`. State and
-exit-status vocabularies live in :mod:`hpcflow.backends.pbs.states`.
+builders and output parsers around one template per flavor; the submit/poll/cancel
+rules are :class:`~hpcflow.backends.batch.BatchBackend`'s, and every command goes
+through its :class:`~hpcflow.backends._commands.CommandRunner`. State and exit-status
+vocabularies live in :mod:`hpcflow.backends.pbs.states`; what PBS does only for SLURM's
+PBS wrappers, in :mod:`hpcflow.backends.pbs.slurm_wrapper`.
 
 Facts this module is built on (Torque-format ones checked against SLURM's PBS/Torque
 wrappers from Debian's slurm-wlm-torque; samples in tests/unit/backends/samples/pbs):
@@ -13,12 +15,11 @@ wrappers from Debian's slurm-wlm-torque; samples in tests/unit/backends/samples/
 * ``qsub`` prints the job id: ``123.server`` (PBS Pro, Torque) or a bare ``123`` (the
   SLURM wrappers). The id is kept as printed; qstat answers are matched to it exactly
   or, when the server spells its name differently, by the sequence number.
-* ``-o``/``-e`` are passed on the qsub command line as well as in the script: the SLURM
-  wrapper ignores the ``#PBS -o/-e`` lines (it always passes its own to sbatch), and on
-  a real PBS the command line simply wins. That wrapper joins its arguments into ONE
-  shell command line (Perl backticks), and PBS reads ``-o`` as ``[host:]path``, so the
-  paths given to qsub must be plain (no blanks, quotes, ``$``, ``:``, ``%``...):
-  :func:`qsub_path` refuses the others with a hint instead of letting a shell see them.
+* ``-o``/``-e`` are passed on the qsub command line as well as in the script (for the
+  SLURM wrapper). PBS reads ``-o`` as ``[host:]path`` and the wrapper passes its
+  arguments through a shell, so the paths given to qsub must be plain (no blanks,
+  quotes, ``$``, ``:``, ``%``...): :func:`qsub_path` refuses the others with a hint
+  instead of letting a shell see them.
 * One ``qstat`` call per poll for every id. An unknown or purged id makes qstat exit
   153 (PBS's "Unknown Job Id", 15001 mod 256) and print the others; such ids are
   omitted from the answer (the poller reports an id that stays missing as lost).
@@ -42,14 +43,17 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-from hpcflow.backends._commands import CommandResult, CommandRunner, CommandTimedOut
-from hpcflow.backends._render import Renderer, validate_env_name
-from hpcflow.backends._submit_errors import classify_submit_failure
-from hpcflow.backends.arrays import array_range
+from hpcflow.backends import batch
+from hpcflow.backends._commands import CommandResult, CommandRunner
+from hpcflow.backends._render import label, refuse_line_breaks
+from hpcflow.backends._submit_errors import without_prefix
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
+from hpcflow.backends.batch import BatchBackend, Directive, HarmlessErrors
+from hpcflow.backends.pbs import slurm_wrapper
 from hpcflow.backends.pbs.states import (
     Flavor,
     describe_waiting,
@@ -57,9 +61,7 @@ from hpcflow.backends.pbs.states import (
     is_final,
     to_state,
 )
-from hpcflow.backends.slurm.backend import PERMANENT_ERRORS as SLURM_PERMANENT_ERRORS
-from hpcflow.backends.slurm.backend import TRANSIENT_ERRORS as SLURM_TRANSIENT_ERRORS
-from hpcflow.errors import ProfileError, RunError, SchedulerCommandError, SubmitError
+from hpcflow.errors import ProfileError, RunError, SchedulerCommandError
 
 log = logging.getLogger(__name__)
 
@@ -70,14 +72,9 @@ JOB_TEMPLATES: dict[Flavor, str] = {"pro": "job.pbs.j2", "torque": "job.torque.j
 #: The array option of each flavor: PBS Pro ``-J 0-N``, Torque ``-t 0-N``.
 ARRAY_OPTION: dict[Flavor, str] = {"pro": "J", "torque": "t"}
 
-#: Seconds before qsub / qstat / qdel are killed.
-SUBMIT_TIMEOUT = 60.0
-QUERY_TIMEOUT = 30.0
-
 #: PBS Pro allows job names of up to 236 characters, starting with a letter.
 MAX_JOB_NAME = 236
 
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Queue and account values PBS reads as one token, without quoting.
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.@+=/-]+")
 #: Paths that survive PBS's ``[host:]path`` parsing and a shell unchanged.
@@ -87,16 +84,18 @@ _PLAIN_PATH = re.compile(r"[A-Za-z0-9_./+,@=-]+")
 _EXTRA_DIRECTIVE = re.compile(r"-([A-Za-z])(?: ([^\s\"'\\]+))?")
 _RESOURCE_NAME = re.compile(r"([A-Za-z_][A-Za-z0-9_.]*)=")
 _JOB_ID = re.compile(r"(\d+(?:\[\d*\])?)(?:\.([A-Za-z0-9_.-]+))?")
-_CONTROL = ("\n", "\r", "\x00")
 
 #: qstat/qdel messages about ids the server does not know (any more).
 _UNKNOWN_JOB = ("unknown job id", "job has finished", "invalid state for job",
                 "request invalid for state of job")  # fmt: skip
+#: A qstat that failed only for those ids (it lists the others), and such a qdel.
+_UNKNOWN_TO_QSTAT = HarmlessErrors(_UNKNOWN_JOB, fold_case=True)
+HARMLESS_CANCEL = HarmlessErrors(_UNKNOWN_JOB, read_stdout=True, fold_case=True)
 #: qstat's answer when it does not know an option (a Torque qstat asked for JSON).
 _UNSUPPORTED_OPTION = ("unknown option", "invalid option", "illegal option", "usage:")
 
 #: qsub errors worth retrying: the server was busy or unreachable. The SLURM wrapper
-#: passes sbatch's own messages through, so SLURM's transient messages count too.
+#: passes sbatch's own messages through, so sbatch's transient messages count too.
 TRANSIENT_ERRORS = (
     "cannot connect to server",
     "cannot connect to host",
@@ -108,7 +107,7 @@ TRANSIENT_ERRORS = (
     "server is busy",
     "server shutting down",
     "communication failure",
-    *SLURM_TRANSIENT_ERRORS,
+    *slurm_wrapper.TRANSIENT_ERRORS,
 )
 
 #: qsub errors that a retry cannot fix → the profile setting that can.
@@ -132,12 +131,11 @@ PERMANENT_ERRORS: tuple[tuple[str, str], ...] = (
     ("Maximum number of jobs already in queue", "partition (your job limit in that queue)"),
     ("invalid option", "extra_directives"),
     ("directive error", "extra_directives"),
-    *SLURM_PERMANENT_ERRORS,
+    *slurm_wrapper.PERMANENT_ERRORS,
 )  # fmt: skip
 
-#: Lines the SLURM qsub wrapper wraps around sbatch's error message.
-_WRAPPER_NOISE = ("There was an error running the Slurm sbatch command.", "The command was:",
-                  "and the output was:")  # fmt: skip
+#: What qsub (and sbatch, through the SLURM wrapper) write before a message, longest first.
+_MESSAGE_PREFIXES = ("qsub: submit error", "qsub:", *slurm_wrapper.MESSAGE_PREFIXES)
 
 #: Options computed from a typed request field → that field's name.
 _TYPED_OPTIONS = {
@@ -154,7 +152,7 @@ _TYPED_RESOURCES = {
 }  # fmt: skip
 
 
-class PbsBackend:
+class PbsBackend(BatchBackend):
     """PBS Professional / OpenPBS (``flavor="pro"``) or Torque (``"torque"``), driven
     through ``runner``.
 
@@ -167,50 +165,52 @@ class PbsBackend:
     qstat_full
         Torque: poll with ``qstat -f`` (state, exit status, comment, hosts). False polls
         the one-line table (``qstat IDS``), which has the state only.
+    **timeouts
+        Passed on to :class:`~hpcflow.backends.batch.BatchBackend`.
     """
 
     name = "pbs"
+    system = "PBS"
+    templates_package = "hpcflow.backends.pbs"
+    busy_hint = "the PBS server is busy or unreachable; retry later"
+    transient_errors = TRANSIENT_ERRORS
+    permanent_errors = PERMANENT_ERRORS
+    harmless_cancel = HARMLESS_CANCEL
 
     def __init__(
-        self,
-        runner: CommandRunner,
-        *,
-        flavor: Flavor = "pro",
-        qstat_full: bool = True,
-        submit_timeout: float = SUBMIT_TIMEOUT,
-        query_timeout: float = QUERY_TIMEOUT,
-    ) -> None:
+        self, runner: CommandRunner, *, flavor: Flavor = "pro", qstat_full: bool = True,
+        **timeouts: float,
+    ) -> None:  # fmt: skip
         if flavor not in FLAVORS:
             raise ProfileError(
                 f"unknown PBS flavor {flavor!r}", hint="set pbs_flavor to 'pro' or 'torque'"
             )
-        self.runner = runner
+        super().__init__(runner, **timeouts)
         self.flavor: Flavor = flavor
+        self.pilot_template = TEMPLATES[flavor]
+        self.job_template = JOB_TEMPLATES[flavor]
         self.qstat_full = qstat_full
-        self.submit_timeout = submit_timeout
-        self.query_timeout = query_timeout
         #: Whether qstat answers ``-F json``: starts True for PBS Pro, and is switched
         #: off for good when qstat refuses the option.
         self.json_status = flavor == "pro"
         #: Whose exit-status table the text format is read with: a qstat that refuses
         #: JSON is a Torque one (or SLURM's Torque wrapper).
         self.text_flavor: Flavor = flavor
-        self._templates = Renderer(__package__ or "hpcflow.backends.pbs")
 
     # -- rendering --------------------------------------------------------------
 
-    def resources(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
+    def resources(self, request: AllocationRequest) -> list[Directive]:
         """The ``-l`` resource lines (without ``#PBS``), each with an optional comment."""
         request.check()
         per_node = ranks_per_node(request)
         cpus = cpus_per_node(request)
-        lines: list[tuple[str, str | None]] = []
+        lines: list[Directive] = []
         if self.flavor == "pro":
             chunk = f"{request.nodes}:ncpus={cpus}:mpiprocs={per_node}"
             if request.gpus_per_node:
                 chunk += f":ngpus={request.gpus_per_node}"
             if request.memory_per_node is not None:
-                chunk += f":mem={memory_mb(request.memory_per_node)}mb"
+                chunk += f":mem={batch.memory_mib(request.memory_per_node)}mb"
             lines.append((
                 f"-l select={chunk}",
                 "One chunk per node: its cores (ncpus), MPI ranks (mpiprocs), GPUs, memory.",
@@ -224,7 +224,7 @@ class PbsBackend:
                 spec += f":gpus={request.gpus_per_node}"
             lines.append((f"-l nodes={spec}", "Nodes, processors per node (ppn), GPUs per node."))
             if request.memory_per_node is not None:
-                total = memory_mb(request.memory_per_node) * request.nodes
+                total = batch.memory_mib(request.memory_per_node) * request.nodes
                 lines.append((f"-l mem={total}mb", "Torque's mem is the whole job's memory."))
         if request.walltime is not None:
             lines.append((
@@ -233,7 +233,7 @@ class PbsBackend:
             ))  # fmt: skip
         return lines
 
-    def directives(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
+    def directives(self, request: AllocationRequest) -> list[Directive]:
         """The ``#PBS`` lines (without the prefix), each with an optional comment."""
         if request.qos is not None:
             raise ProfileError(
@@ -246,7 +246,7 @@ class PbsBackend:
                 hint="remove constraint from the profile; ask for node features with an "
                 "extra directive such as '-l feature=value' where your site defines one",
             )
-        lines: list[tuple[str, str | None]] = [
+        lines: list[Directive] = [
             (f"-N {job_name(request.job_name)}", None),
             (f"-o {qsub_path(request.stdout)}", None),
             (f"-e {qsub_path(request.stderr)}", None),
@@ -256,17 +256,10 @@ class PbsBackend:
             lines.append((f"-q {directive_value(request.partition, 'partition')}", None))
         if request.account is not None:
             lines.append((f"-A {directive_value(request.account, 'account')}", None))
-        if request.is_array:
-            option = ARRAY_OPTION[self.flavor]
-            lines.append((
-                f"-{option} {array_range(request.array_size, request.array_parallelism)}",
-                "One element per task instance; %N caps how many run at once.",
-            ))  # fmt: skip
+        lines.extend(batch.array_directives(request, f"-{ARRAY_OPTION[self.flavor]} "))
         if request.depends_on:
-            lines.append((
-                f"-W depend={depend_value(request.depends_on, self.flavor)}",
-                "Start only after these jobs (all their elements) ended successfully.",
-            ))  # fmt: skip
+            depend = depend_value(request.depends_on, self.flavor)
+            lines.append((f"-W depend={depend}", batch.DEPENDENCY_COMMENT))
         if request.task_name is None and not request.is_array:
             # A pilot allocation: like SLURM's --no-requeue, the batch system must not
             # rerun it behind hpcflow's back (after a node failure, say); hpcflow
@@ -275,66 +268,44 @@ class PbsBackend:
         emitted = {line.split(" ", 1)[0][1:] for line, _ in lines}
         resources = {key for line, _ in lines if line.startswith("-l ")
                      for key in _resource_names(line[3:])}  # fmt: skip
-        for index, text in enumerate(request.extra_directives):
-            _check_not_typed(text, emitted, resources)
-            comment = "Extra directives from the profile." if index == 0 else None
-            lines.append((text, comment))
-        return lines
+        return lines + batch.extra_directives(
+            request, lambda text: _check_not_typed(text, emitted, resources)
+        )
 
-    def render(self, request: AllocationRequest) -> str:
-        """The exact batch script that :meth:`submit` would send."""
-        if not request.command:
-            raise ValueError("an allocation request needs a command")
-        env = [(validate_env_name(name), str(value)) for name, value in request.env.items()]
-        context = {
-            "run_label": label(request.run_id),
-            "task_label": label(request.task_name or ""),
-            "directives": self.directives(request),
-            "oversubscribe": needs_oversubscribe(request, self.flavor),
-            "workdir": os.path.abspath(request.workdir or request.run_dir),
-            "setup_lines": list(request.setup_lines),
-            "env": env,
-            "command": [str(arg) for arg in request.command],
-        }
-        templates = TEMPLATES if request.task_name is None else JOB_TEMPLATES
-        return self._templates.render(templates[self.flavor], context)
+    def extra_context(self, request: AllocationRequest) -> Mapping[str, Any]:
+        return {"oversubscribe": needs_oversubscribe(request, self.flavor)}
 
     # -- submitting ---------------------------------------------------------------
 
-    def submit(self, script: Path, request: AllocationRequest) -> str:
-        """``qsub -o OUT -e ERR SCRIPT``; return the job id as qsub printed it.
+    def submit_argv(self, script: Path, request: AllocationRequest) -> list[str]:
+        """``qsub -o OUT -e ERR SCRIPT``; the job id is returned as qsub printed it.
 
-        Raises SubmitError (transient when a retry may help) or RunError (a path that
-        cannot be passed to qsub). A transient error may still have queued the job.
+        A path that cannot be passed to qsub raises RunError before anything runs.
         """
-        argv = ["qsub", "-o", qsub_path(request.stdout), "-e", qsub_path(request.stderr),
-                qsub_path(script)]  # fmt: skip
-        try:
-            result = self.runner.run(argv, timeout=self.submit_timeout)
-        except CommandTimedOut as exc:
-            raise SubmitError(
-                f"qsub did not answer within {exc.timeout:g} s",
-                transient=True,
-                hint="the PBS server is busy or unreachable; retry later",
-            ) from exc
-        except SchedulerCommandError as exc:
-            raise SubmitError(exc.message, transient=False, hint=exc.hint) from exc
-        if result.returncode != 0:
-            raise classify_submit_error(result.stdout, result.stderr, result.returncode)
-        native_id = parse_qsub_id(result.stdout)
-        log.info("submitted %s for run %s as PBS job %s", script, request.run_id, native_id)
-        return native_id
+        logs = slurm_wrapper.log_options(qsub_path(request.stdout), qsub_path(request.stderr))
+        return ["qsub", *logs, qsub_path(script)]
+
+    def parse_submit(self, stdout: str) -> str:
+        return parse_qsub_id(stdout)
+
+    def submit_error_text(self, result: CommandResult) -> str:
+        return slurm_wrapper.submit_error_text(result)
+
+    def submit_error_message(self, text: str) -> str:
+        return _qsub_message(text)
 
     # -- polling ------------------------------------------------------------------
 
-    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
-        """The status of every id from ONE qstat call; unknown ids are omitted."""
-        ids = list(dict.fromkeys(str(i) for i in native_ids))
-        if not ids:
-            return {}
+    def poll_argv(self, ids: list[str]) -> list[str]:
+        """ONE qstat for all ids: PBS Pro's JSON while it answers it, else the text."""
         if self.json_status:
-            result = self.runner.run(["qstat", "-f", "-F", "json", "-x", *ids],
-                                     timeout=self.query_timeout)  # fmt: skip
+            return ["qstat", "-f", "-F", "json", "-x", *ids]
+        return ["qstat", "-f", *ids] if self.qstat_full else ["qstat", *ids]
+
+    def parse_poll(
+        self, result: CommandResult, ids: list[str]
+    ) -> dict[str, AllocationStatus] | None:
+        if self.json_status:
             if not _refused_option(result):
                 return parse_qstat_json(_known_part(result), ids, self.flavor)
             log.warning(
@@ -343,8 +314,7 @@ class PbsBackend:
             )
             self.json_status = False
             self.text_flavor = "torque"
-        argv = ["qstat", "-f", *ids] if self.qstat_full else ["qstat", *ids]
-        result = self.runner.run(argv, timeout=self.query_timeout)
+            return None  # asked again, in the text format
         stdout = _known_part(result)
         if self.qstat_full:
             return parse_qstat_full(stdout, ids, self.text_flavor)
@@ -352,17 +322,8 @@ class PbsBackend:
 
     # -- cancelling -------------------------------------------------------------
 
-    def cancel(self, native_ids: Sequence[str]) -> None:
-        """One ``qdel`` for all ids; ids that already ended or are unknown are fine."""
-        ids = list(dict.fromkeys(str(i) for i in native_ids))
-        if not ids:
-            return
-        result = self.runner.run(["qdel", *ids], timeout=self.query_timeout)
-        if result.returncode != 0:
-            lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
-            if not all(any(m in line.lower() for m in _UNKNOWN_JOB) for line in lines):
-                result.check()
-        log.info("cancelled PBS jobs %s", ", ".join(ids))
+    def cancel_argv(self, ids: list[str]) -> list[str]:
+        return ["qdel", *ids]
 
 
 def _refused_option(result: CommandResult) -> bool:
@@ -372,21 +333,13 @@ def _refused_option(result: CommandResult) -> bool:
 
 def _known_part(result: CommandResult) -> str:
     """qstat's stdout, when it failed only because some ids are unknown; else raise."""
-    if result.returncode == 0:
-        return result.stdout
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    if all(any(m in line.lower() for m in _UNKNOWN_JOB) for line in lines):
+    if result.returncode == 0 or _UNKNOWN_TO_QSTAT.covers(result):
         return result.stdout  # rc 153: those ids are unknown; the rest are listed
     result.check()
     return result.stdout  # unreachable: check() raised
 
 
 # -- values for #PBS lines and the qsub command line ------------------------------
-
-
-def label(text: str) -> str:
-    """``text`` with every run of characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
-    return _UNSAFE_NAME.sub("_", text).strip("_") or "hpcflow"
 
 
 def job_name(text: str) -> str:
@@ -440,11 +393,6 @@ def depend_value(native_ids: Sequence[str], flavor: Flavor) -> str:
     if arrays:
         groups.append(f"afterokarray:{':'.join(arrays)}")
     return ",".join(groups)
-
-
-def memory_mb(size_bytes: int) -> int:
-    """Bytes → PBS ``mb`` (MiB), rounded up (never ask for less than the request)."""
-    return max(1, math.ceil(size_bytes / 2**20))
 
 
 def format_walltime(seconds: float) -> str:
@@ -501,11 +449,7 @@ def validate_extra_directive(text: str, *, setting: str = "extra_directives") ->
 
 def _split_extra(text: str, setting: str = "extra_directives") -> tuple[str, str]:
     """(option letter, value) of a valid extra directive; ProfileError otherwise."""
-    if any(c in text for c in _CONTROL):
-        raise ProfileError(
-            f"{setting} entry {text!r} contains a line break or NUL character",
-            hint=f"give each option as its own {setting} entry, on one line",
-        )
+    refuse_line_breaks(text, setting)
     match = _EXTRA_DIRECTIVE.fullmatch(text)
     if match is None:
         raise ProfileError(
@@ -560,47 +504,15 @@ def _check_not_typed(text: str, emitted: set[str], resources: set[str]) -> None:
 
 def parse_qsub_id(stdout: str) -> str:
     """The job id qsub printed: ``123``, ``123.server`` or ``123[].server`` (arrays)."""
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    match = _JOB_ID.fullmatch(lines[-1]) if lines else None
-    if match is None:
-        raise SubmitError(
-            f"qsub succeeded but printed no job id: {stdout.strip()!r}",
-            transient=False,
-            hint="is 'qsub' a wrapper that changes its output? hpcflow reads the last line",
-        )
-    return lines[-1]
-
-
-def classify_submit_error(stdout: str, stderr: str, returncode: int) -> SubmitError:
-    """A SubmitError for a failed qsub: transient (retry may help) or permanent.
-
-    SLURM's qsub wrapper prints sbatch's error on stdout, so both streams are read.
-    """
-    text = f"{stderr}\n{stdout}"
-    return classify_submit_failure(
-        "qsub",
-        _qsub_message(text) or f"qsub exited with {returncode}",
-        text,
-        TRANSIENT_ERRORS,
-        PERMANENT_ERRORS,
-        "the PBS server is busy or unreachable; retry later",
-    )
+    hint = "is 'qsub' a wrapper that changes its output? hpcflow reads the last line"
+    return batch.match_last_line(stdout, _JOB_ID, "qsub", hint).group(0)
 
 
 def _qsub_message(text: str) -> str:
-    """The error lines without prefixes and the SLURM wrapper's framing, joined."""
-    lines = []
-    for line in text.splitlines():
-        item = line.strip().strip("'").strip()
-        if not item or item in _WRAPPER_NOISE or item.startswith("/"):
-            continue  # the wrapper's framing and the sbatch command line it ran
-        for prefix in ("qsub: submit error", "qsub:", "sbatch: error:", "sbatch:"):
-            if item.startswith(prefix):
-                item = item[len(prefix) :].strip(" :")
-                break
-        if item:
-            lines.append(item)
-    return "; ".join(dict.fromkeys(lines))
+    """The error lines without prefixes and the SLURM wrapper's framing, each once, joined."""
+    lines = (without_prefix(slurm_wrapper.unframe(line), _MESSAGE_PREFIXES, " :")
+             for line in text.splitlines())  # fmt: skip
+    return "; ".join(dict.fromkeys(line for line in lines if line))
 
 
 class _IdIndex:

@@ -1,7 +1,8 @@
 """SLURM: render a batch script, ``sbatch`` it, poll with ``squeue``, ``scancel`` it.
 
 The backend is argv builders and output parsers around one template
-(``templates/pilot.sbatch.j2``); it runs nothing itself but goes through the injected
+(``templates/pilot.sbatch.j2``); the submit/poll/cancel rules are
+:class:`~hpcflow.backends.batch.BatchBackend`'s, and every command goes through its
 :class:`~hpcflow.backends._commands.CommandRunner`. State and reason vocabularies live
 in :mod:`hpcflow.backends.slurm.states`.
 
@@ -29,21 +30,27 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 
-from hpcflow.backends._commands import CommandRunner, CommandTimedOut
-from hpcflow.backends._render import Renderer, validate_env_name, validate_extra_directive
-from hpcflow.backends._submit_errors import classify_submit_failure
-from hpcflow.backends.arrays import array_range
+from hpcflow.backends import batch
+from hpcflow.backends._commands import CommandResult, CommandRunner
+from hpcflow.backends._render import label, validate_extra_directive
+from hpcflow.backends._submit_errors import (
+    SBATCH_PERMANENT_ERRORS,
+    SBATCH_PREFIXES,
+    SBATCH_TRANSIENT_ERRORS,
+    without_prefix,
+)
 from hpcflow.backends.base import AllocationRequest, AllocationStatus
+from hpcflow.backends.batch import BatchBackend, Directive, HarmlessErrors
 from hpcflow.backends.slurm.states import (
     decode_exit_pair,
     decode_wait_status,
     describe_reason,
     to_state,
 )
-from hpcflow.errors import ProfileError, RunError, SchedulerCommandError, SubmitError
+from hpcflow.errors import ProfileError, RunError, SchedulerCommandError
 
 log = logging.getLogger(__name__)
 
@@ -51,56 +58,23 @@ TEMPLATE = "pilot.sbatch.j2"
 #: Jobs mode: one task (or one array of a task's instances) per batch job.
 JOB_TEMPLATE = "job.sbatch.j2"
 
-#: Seconds before sbatch / squeue / sacct / scancel are killed.
-SUBMIT_TIMEOUT = 60.0
-QUERY_TIMEOUT = 30.0
-
 #: squeue columns, each followed by "|" (no padding): id, state, raw wait status,
 #: nodes, reason. The reason comes last because it may contain ", " and ":".
 SQUEUE_FORMAT = "JobID:|,State:|,exit_code:|,NodeList:|,Reason:|"
 SACCT_FORMAT = "JobID,State,ExitCode,Reason"
 
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 #: Directive values that sbatch reads as one token without quotes.
 _PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:/+=@%-]+")
 _PARSABLE = re.compile(r"(\d+)(?:;(\S+))?")
 _ACCOUNTING_DISABLED = "accounting storage is disabled"
 _INVALID_JOB_ID = "Invalid job id specified"
 
-#: sbatch errors worth retrying: the controller was busy or unreachable.
-TRANSIENT_ERRORS = (
-    "Socket timed out",
-    "Unable to contact slurm controller",
-    "Resource temporarily unavailable",
-    "Connection refused",
-    "Connection timed out",
-    "Zero Bytes were transmitted or received",
-    "Communication connection failure",
-    "Slurm temporarily unable to accept job",
-    "slurm_persist_conn_open",
-)
-
-#: sbatch errors that a retry cannot fix → the profile setting that can.
-PERMANENT_ERRORS: tuple[tuple[str, str], ...] = (
-    ("Invalid partition name specified", "partition"),
-    ("invalid partition specified", "partition"),
-    ("Invalid account", "account"),
-    ("Invalid qos", "qos"),
-    ("Job violates accounting/QOS policy", "account / qos (limits)"),
-    ("Invalid feature specification", "constraint"),
-    ("Memory specification can not be satisfied", "memory_per_node"),
-    ("Invalid generic resource (gres) specification", "gpus_per_node"),
-    ("Requested time limit is invalid", "walltime"),
-    ("Node count specification invalid", "nodes"),
-    ("More processors requested than permitted", "ntasks / cpus_per_task"),
-    (
-        "Requested node configuration is not available",
-        "resources (nodes, ntasks, cpus_per_task, gpus_per_node, memory_per_node, constraint)",
-    ),
-    ("Invalid directive", "extra_directives"),
-    ("unrecognized option", "extra_directives"),
-    ("Access/permission denied", "account / partition"),
-)
+#: sbatch errors worth retrying, and those a profile setting fixes (shared with the PBS
+#: commands that wrap sbatch).
+TRANSIENT_ERRORS = SBATCH_TRANSIENT_ERRORS
+PERMANENT_ERRORS = SBATCH_PERMANENT_ERRORS
+#: scancel's words for ids that already ended or are unknown.
+HARMLESS_CANCEL = HarmlessErrors((_INVALID_JOB_ID, "already completing or completed"))
 
 #: Long sbatch option that a typed request field produces → that field's name.
 _TYPED_OPTIONS = {
@@ -123,7 +97,7 @@ _SHORT_OPTIONS = {
 }  # fmt: skip
 
 
-class SlurmBackend:
+class SlurmBackend(BatchBackend):
     """The SLURM batch system, driven through ``runner``.
 
     Parameters
@@ -133,34 +107,36 @@ class SlurmBackend:
     squeue_json
         Poll with ``squeue --json`` instead of the delimited ``--Format`` listing. The
         answer is filtered to the ids asked for either way (22.05 ignores the filters).
+    **timeouts
+        Passed on to :class:`~hpcflow.backends.batch.BatchBackend`.
     """
 
     name = "slurm"
+    system = "SLURM"
+    templates_package = "hpcflow.backends.slurm"
+    pilot_template = TEMPLATE
+    job_template = JOB_TEMPLATE
+    busy_hint = "the SLURM controller is busy or unreachable; retry later"
+    transient_errors = TRANSIENT_ERRORS
+    permanent_errors = PERMANENT_ERRORS
+    harmless_cancel = HARMLESS_CANCEL
 
     def __init__(
-        self,
-        runner: CommandRunner,
-        *,
-        squeue_json: bool = False,
-        submit_timeout: float = SUBMIT_TIMEOUT,
-        query_timeout: float = QUERY_TIMEOUT,
+        self, runner: CommandRunner, *, squeue_json: bool = False, **timeouts: float
     ) -> None:
-        self.runner = runner
+        super().__init__(runner, **timeouts)
         self.squeue_json = squeue_json
-        self.submit_timeout = submit_timeout
-        self.query_timeout = query_timeout
         #: Whether ``sacct`` works here: None until the first purged id needs it.
         self.accounting: bool | None = None
-        self._templates = Renderer(__package__ or "hpcflow.backends.slurm")
 
     # -- rendering --------------------------------------------------------------
 
-    def directives(self, request: AllocationRequest) -> list[tuple[str, str | None]]:
+    def directives(self, request: AllocationRequest) -> list[Directive]:
         """The ``#SBATCH`` lines (without the prefix), each with an optional comment."""
         request.check()
         # An array's elements each write their own log: %a is the element's index.
         element = ".%a" if request.is_array else ""
-        lines: list[tuple[str, str | None]] = [
+        lines: list[Directive] = [
             (f"--job-name={job_name(request.job_name)}", None),
             (f"--output={directive_path(request.stdout, element)}", None),
             (f"--error={directive_path(request.stderr, element)}", None),
@@ -176,7 +152,7 @@ class SlurmBackend:
             lines.append((f"--gres=gpu:{request.gpus_per_node}", "GPUs on every node."))
         if request.memory_per_node is not None:
             lines.append(
-                (f"--mem={memory_mib(request.memory_per_node)}M", "Memory per node, in MiB.")
+                (f"--mem={batch.memory_mib(request.memory_per_node)}M", "Memory per node, in MiB.")
             )
         if request.walltime is not None:
             lines.append((f"--time={format_walltime(request.walltime)}", "Walltime: [D-]H:MM:SS."))
@@ -184,90 +160,48 @@ class SlurmBackend:
             value = getattr(request, option)
             if value is not None:
                 lines.append((f"--{option}={directive_value(value, option)}", None))
-        if request.is_array:
-            lines.append((
-                f"--array={array_range(request.array_size, request.array_parallelism)}",
-                "One element per task instance; %N caps how many run at once.",
-            ))  # fmt: skip
+        lines.extend(batch.array_directives(request, "--array="))
         if request.task_name is None and not request.is_array:
             lines.extend(pilot_fault_directives(request.nodes))
         if request.depends_on:
-            lines.append((
-                f"--dependency=afterok:{':'.join(request.depends_on)}",
-                "Start only after these jobs (all their elements) ended successfully.",
-            ))  # fmt: skip
+            lines.append(
+                (f"--dependency=afterok:{':'.join(request.depends_on)}", batch.DEPENDENCY_COMMENT)
+            )
             # A dependency that can no longer be met cancels the job instead of leaving
             # it pending (DependencyNeverSatisfied); hpcflow cancels it too.
             lines.append(("--kill-on-invalid-dep=yes", None))
         emitted = {line.split("=", 1)[0][2:] for line, _ in lines}
-        for index, text in enumerate(request.extra_directives):
+
+        def check(text: str) -> None:
             validate_extra_directive(text)
             _check_not_typed(text, emitted)
-            comment = "Extra directives from the profile." if index == 0 else None
-            lines.append((text, comment))
-        return lines
 
-    def render(self, request: AllocationRequest) -> str:
-        """The exact batch script that :meth:`submit` would send."""
-        if not request.command:
-            raise ValueError("an allocation request needs a command")
-        env = [(validate_env_name(name), str(value)) for name, value in request.env.items()]
-        context = {
-            "run_label": job_name(request.run_id),
-            "task_label": job_name(request.task_name or ""),
-            "directives": self.directives(request),
-            "workdir": os.path.abspath(request.workdir or request.run_dir),
-            "setup_lines": list(request.setup_lines),
-            "env": env,
-            "command": [str(arg) for arg in request.command],
-        }
-        template = TEMPLATE if request.task_name is None else JOB_TEMPLATE
-        return self._templates.render(template, context)
+        return lines + batch.extra_directives(request, check)
 
     # -- submitting ---------------------------------------------------------------
 
-    def submit(self, script: Path, request: AllocationRequest) -> str:
-        """``sbatch --parsable SCRIPT``; return the job id. Raises SubmitError.
+    def submit_argv(self, script: Path, request: AllocationRequest) -> list[str]:
+        """``sbatch --parsable SCRIPT``: the job id, alone, is the answer."""
+        return ["sbatch", "--parsable", str(script)]
 
-        A transient error (``transient=True``) may still have queued the job (a
-        "Socket timed out" reply can arrive after the controller accepted it); whoever
-        retries should look for a job of the same name before submitting again.
-        """
-        argv = ["sbatch", "--parsable", str(script)]
-        try:
-            result = self.runner.run(argv, timeout=self.submit_timeout)
-        except CommandTimedOut as exc:
-            raise SubmitError(
-                f"sbatch did not answer within {exc.timeout:g} s",
-                transient=True,
-                hint="the SLURM controller is busy or unreachable; retry later",
-            ) from exc
-        except SchedulerCommandError as exc:
-            raise SubmitError(exc.message, transient=False, hint=exc.hint) from exc
-        if result.returncode != 0:
-            raise classify_submit_error(result.stderr or result.stdout, result.returncode)
-        native_id = parse_sbatch_parsable(result.stdout)
-        log.info("submitted %s for run %s as SLURM job %s", script, request.run_id, native_id)
-        return native_id
+    def parse_submit(self, stdout: str) -> str:
+        return parse_sbatch_parsable(stdout)
+
+    def submit_error_text(self, result: CommandResult) -> str:
+        return result.stderr or result.stdout
+
+    def submit_error_message(self, text: str) -> str:
+        return _sbatch_message(text)
 
     # -- polling ------------------------------------------------------------------
 
-    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
-        """The status of every id from ONE squeue call (plus one sacct call for ids
-        squeue has purged, when accounting works); unknown ids are omitted."""
-        ids = list(dict.fromkeys(str(i) for i in native_ids))
-        if not ids:
-            return {}
-        statuses = self._squeue(ids)
-        missing = [i for i in ids if i not in statuses]
-        if missing and self.accounting is not False:
-            statuses.update(self._sacct(missing))
-        return statuses
-
-    def _squeue(self, ids: list[str]) -> dict[str, AllocationStatus]:
+    def poll_argv(self, ids: list[str]) -> list[str]:
+        """ONE ``squeue`` for all ids, finished ones included (``--states=all``)."""
         argv = ["squeue", "--noheader", "--states=all", f"--jobs={','.join(ids)}"]
         argv.append("--json" if self.squeue_json else f"--Format={SQUEUE_FORMAT}")
-        result = self.runner.run(argv, timeout=self.query_timeout)
+        return argv
+
+    def parse_poll(self, result: CommandResult, ids: list[str]) -> dict[str, AllocationStatus]:
         if result.returncode != 0:
             if _INVALID_JOB_ID in result.stderr:
                 return {}  # every id asked for is purged (or never existed)
@@ -276,7 +210,10 @@ class SlurmBackend:
             return parse_squeue_json(result.stdout, ids)
         return parse_squeue(result.stdout, ids)
 
-    def _sacct(self, ids: list[str]) -> dict[str, AllocationStatus]:
+    def poll_missing(self, ids: list[str]) -> dict[str, AllocationStatus]:
+        """Ids squeue has purged, from ONE sacct call, while accounting may work."""
+        if self.accounting is False:
+            return {}
         argv = [
             "sacct", "--parsable2", "--noheader", "--allocations",
             f"--jobs={','.join(ids)}", f"--format={SACCT_FORMAT}",
@@ -301,27 +238,14 @@ class SlurmBackend:
 
     # -- cancelling -------------------------------------------------------------
 
-    def cancel(self, native_ids: Sequence[str]) -> None:
-        """One ``scancel`` for all ids; ids that already ended or are unknown are fine."""
-        ids = list(dict.fromkeys(str(i) for i in native_ids))
-        if not ids:
-            return
-        result = self.runner.run(["scancel", *ids], timeout=self.query_timeout)
-        if result.returncode != 0:
-            harmless = (_INVALID_JOB_ID, "already completing or completed")
-            if not all(
-                any(h in line for h in harmless)
-                for line in result.stderr.splitlines()
-                if line.strip()
-            ):
-                result.check()
-        log.info("cancelled SLURM jobs %s", ", ".join(ids))
+    def cancel_argv(self, ids: list[str]) -> list[str]:
+        return ["scancel", *ids]
 
 
 # -- values for #SBATCH lines ---------------------------------------------------
 
 
-def pilot_fault_directives(nodes: int) -> list[tuple[str, str | None]]:
+def pilot_fault_directives(nodes: int) -> list[Directive]:
     """What a pilot allocation does when one of its nodes fails.
 
     ``--no-kill`` (several nodes): SLURM's default ends the whole allocation when one
@@ -331,7 +255,7 @@ def pilot_fault_directives(nodes: int) -> list[tuple[str, str | None]]:
     under the same id and restart it behind hpcflow's back; hpcflow continues a run in
     an allocation of its own instead (numbered logs, ``hpcflow status`` lists it).
     """
-    lines: list[tuple[str, str | None]] = []
+    lines: list[Directive] = []
     if nodes > 1:
         lines.append(
             ("--no-kill", "A failed node does not end the allocation: its tasks run elsewhere.")
@@ -340,9 +264,8 @@ def pilot_fault_directives(nodes: int) -> list[tuple[str, str | None]]:
     return lines
 
 
-def job_name(text: str) -> str:
-    """``text`` with every run of characters outside ``[A-Za-z0-9_.-]`` replaced by ``_``."""
-    return _UNSAFE_NAME.sub("_", text).strip("_") or "hpcflow"
+#: A SLURM job name: any label will do.
+job_name = label
 
 
 def directive_value(value: str, setting: str) -> str:
@@ -384,11 +307,6 @@ def directive_path(path: Path | str, pattern: str = "") -> str:
     return directive_value(escaped, "path")
 
 
-def memory_mib(size_bytes: int) -> int:
-    """Bytes → whole MiB, rounded up (never ask for less than the request)."""
-    return max(1, math.ceil(size_bytes / 2**20))
-
-
 def format_walltime(seconds: float) -> str:
     """Seconds → ``H:MM:SS``, or ``D-HH:MM:SS`` from one day on (rounded up)."""
     total = math.ceil(seconds)
@@ -425,43 +343,17 @@ def parse_sbatch_parsable(stdout: str) -> str:
 
     The cluster name (multi-cluster setups) is dropped: polling uses the bare id.
     """
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    match = _PARSABLE.fullmatch(lines[-1]) if lines else None
-    if match is None:
-        raise SubmitError(
-            f"sbatch succeeded but printed no job id: {stdout.strip()!r}",
-            transient=False,
-            hint="is 'sbatch' a wrapper that changes its output? hpcflow needs --parsable",
-        )
+    hint = "is 'sbatch' a wrapper that changes its output? hpcflow needs --parsable"
+    match = batch.match_last_line(stdout, _PARSABLE, "sbatch", hint)
     if match.group(2):
         log.debug("job %s is on cluster %s", match.group(1), match.group(2))
     return match.group(1)
 
 
-def classify_submit_error(stderr: str, returncode: int) -> SubmitError:
-    """A SubmitError for a failed sbatch: transient (retry may help) or permanent."""
-    return classify_submit_failure(
-        "sbatch",
-        _sbatch_message(stderr) or f"sbatch exited with {returncode}",
-        stderr,
-        TRANSIENT_ERRORS,
-        PERMANENT_ERRORS,
-        "the SLURM controller is busy or unreachable; retry later",
-    )
-
-
 def _sbatch_message(stderr: str) -> str:
     """sbatch's error lines without the ``sbatch: error:`` prefixes, joined."""
-    lines = []
-    for line in stderr.splitlines():
-        text = line.strip()
-        for prefix in ("sbatch: error:", "sbatch:"):
-            if text.startswith(prefix):
-                text = text[len(prefix) :].strip()
-                break
-        if text:
-            lines.append(text)
-    return "; ".join(lines)
+    lines = (without_prefix(line.strip(), SBATCH_PREFIXES) for line in stderr.splitlines())
+    return "; ".join(line for line in lines if line)
 
 
 def _status(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.runtime.elastic_watch import read_samples
+from hpcflow.modes.elastic_watch import read_samples
 from hpcflow.store.statedb import StateDB
 from tests.conftest import processes_with, write_workflow
 from tests.integration.slurm.conftest import queue_drains

@@ -18,9 +18,9 @@ import yaml
 
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.registry import get_backend
+from hpcflow.engine.prepare import RunOptions, prepare
 from hpcflow.errors import SubmitError
-from hpcflow.runtime.jobs import run_jobs
-from hpcflow.runtime.run import RunOptions, prepare
+from hpcflow.modes.jobs import run_jobs
 from hpcflow.settings import resolve_profile
 from tests.conftest import HOSTILE_VALUES, write_workflow
 from tests.integration.slurm.conftest import queue_drains, queued_jobs

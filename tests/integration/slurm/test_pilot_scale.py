@@ -9,9 +9,9 @@ import pytest
 
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.slurm.backend import SlurmBackend
-from hpcflow.runtime.pilot import run_pilot
-from hpcflow.runtime.pilot_stats import pilot_timings
-from hpcflow.runtime.run import RunOptions, prepare
+from hpcflow.engine.prepare import RunOptions, prepare
+from hpcflow.modes.pilot import run_pilot
+from hpcflow.modes.pilot_stats import pilot_timings
 from hpcflow.settings import resolve_profile
 from tests.conftest import REPO, write_workflow
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.runtime.elastic_watch import read_samples
+from hpcflow.modes.elastic_watch import read_samples
 from tests.integration.slurm.test_snakemake_pilot import counting_wrappers, hpcflow_status
 from tests.snakemake.helpers import (
     clean_env,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcflow.backends._commands import CommandResult, CommandRunner
 from hpcflow.backends.arrays import (
     array_range,
     element_index,
@@ -15,10 +16,20 @@ from hpcflow.backends.arrays import (
     split_element_id,
 )
 from hpcflow.backends.base import AllocationState
+from hpcflow.backends.pbs import PbsBackend
 from hpcflow.backends.pbs.backend import parse_qstat_full, parse_qstat_json
-from hpcflow.backends.slurm.backend import classify_submit_error, parse_squeue
+from hpcflow.backends.slurm import SlurmBackend
+from hpcflow.backends.slurm.backend import parse_squeue
+from hpcflow.errors import SubmitError
 
 SAMPLES = Path(__file__).resolve().parent / "samples"
+
+
+def refused(backend_class: type[SlurmBackend | PbsBackend], stderr: str) -> SubmitError:
+    """What ``backend_class`` makes of a submission refused with ``stderr``."""
+    program = "sbatch" if backend_class is SlurmBackend else "qsub"
+    result = CommandResult((program,), 1, "", stderr, 0.0)
+    return backend_class(CommandRunner()).classify_submit_error(result)
 
 
 @pytest.mark.parametrize(
@@ -129,26 +140,24 @@ def test_torque_wrapper_elements_are_plain_jobs():
 )
 def test_submit_limits_are_a_class_of_their_own(stderr):
     """A queue limit means "wait" in jobs mode; pilot mode still fails at once."""
-    error = classify_submit_error(stderr, 1)
+    error = refused(SlurmBackend, stderr)
     assert error.limit and not error.transient
     assert "qos" in (error.hint or "")
 
 
 def test_other_refusals_are_not_limits():
-    error = classify_submit_error(
-        "sbatch: error: Batch job submission failed: Invalid partition name specified", 1
+    error = refused(
+        SlurmBackend, "sbatch: error: Batch job submission failed: Invalid partition name specified"
     )
     assert not error.limit and not error.transient
 
 
 def test_pbs_queue_limits_are_limits():
-    from hpcflow.backends.pbs.backend import classify_submit_error as pbs_classify
-
     for text in (
         "qsub: Maximum number of jobs already in queue for user",
         "qsub: would exceed queue generic's per-user limit of jobs in 'Q' state",
     ):
-        error = pbs_classify("", text, 38)
+        error = refused(PbsBackend, text)
         assert error.limit, text
 
 

@@ -1,21 +1,20 @@
 """PBS output parsers fed the samples in samples/pbs: Torque-format output captured from
 SLURM's PBS/Torque wrappers, and PBS Pro / Torque layouts written from their documents
 (samples/pbs/README.md says which is which); the state and exit-status tables; and the
-backend's poll, cancel and submit paths with a scripted runner."""
+backend's own poll and submit paths with a scripted runner (qstat's JSON and text, the
+SLURM wrapper's framing). Submit-error sorting and the submit/poll/cancel rules shared
+with SLURM are tested in test_batch_backends.py."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from pathlib import Path
 
 import pytest
 
-from hpcflow.backends._commands import CommandResult, CommandRunner, CommandTimedOut
-from hpcflow.backends.base import AllocationRequest, AllocationState
+from hpcflow.backends._commands import CommandResult
+from hpcflow.backends.base import AllocationState
 from hpcflow.backends.pbs import PbsBackend
 from hpcflow.backends.pbs.backend import (
-    classify_submit_error,
     hosts,
     parse_qstat_full,
     parse_qstat_json,
@@ -34,13 +33,14 @@ from hpcflow.backends.pbs.states import (
     to_state,
 )
 from hpcflow.errors import SchedulerCommandError, SubmitError
+from tests.unit.backends import cases
+from tests.unit.backends.cases import ScriptedRunner, request
 
-SAMPLES = Path(__file__).resolve().parent / "samples" / "pbs"
 S = AllocationState
 
 
 def sample(name: str) -> str:
-    return (SAMPLES / name).read_text()
+    return cases.sample(f"pbs/{name}")
 
 
 def rc(name: str) -> int:
@@ -181,52 +181,16 @@ def test_parse_qsub_id():
         assert info.value.transient is False
 
 
-@pytest.mark.parametrize(
-    ("name", "setting", "words"),
-    [
-        ("qsub_invalid_queue.txt", "partition", "Invalid partition name specified"),
-        ("qsub_node_config.txt", "resources", "Requested node configuration is not available"),
-        ("qsub_memory.txt", "memory_per_node", "Memory specification can not be satisfied"),
-        ("qsub_pro_unknown_queue.txt", "partition", "Unknown queue"),
-        ("qsub_pro_limits.txt", "walltime", "violates queue and/or server resource limits"),
-        ("qsub_torque_unknown_queue.txt", "partition", "requested queue not found"),
-    ],
-)
-def test_permanent_qsub_errors_name_the_setting(name, setting, words):
-    error = classify_submit_error(sample(name), "", 1)
-    assert error.transient is False
-    assert setting in error.hint
-    assert words in error.message
-
-
 def test_the_wrappers_framing_is_dropped_from_the_message():
-    error = classify_submit_error(sample("qsub_invalid_queue.txt"), "", rc("qsub_invalid_queue"))
+    """SLURM's qsub wrapper prints sbatch's message, framed and quoted, on stdout."""
+    result = CommandResult(
+        ("qsub",), rc("qsub_invalid_queue"), sample("qsub_invalid_queue.txt"), "", 0.0
+    )
+    error = PbsBackend(ScriptedRunner({})).classify_submit_error(result)
     assert error.message == (
         "qsub rejected the allocation: invalid partition specified: nosuch; "
         "Batch job submission failed: Invalid partition name specified"
     )
-
-
-@pytest.mark.parametrize(
-    "stderr",
-    [
-        sample("qsub_pro_connect.txt"),
-        "qsub: End of File\n",
-        "pbs_iff: cannot read reply from pbs_server\nNo Permission.\n",
-        "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
-    ],
-)
-def test_transient_qsub_errors(stderr):
-    error = classify_submit_error("", stderr, 1)
-    assert error.transient is True and "retry" in error.hint
-
-
-def test_unknown_qsub_error_is_permanent_and_keeps_the_message():
-    error = classify_submit_error("", "qsub: something new went wrong\n", 7)
-    assert error.transient is False
-    assert error.message == "qsub failed: something new went wrong"
-    assert "hpcflow render" in error.hint
-    assert classify_submit_error("", "", 9).message == "qsub failed: qsub exited with 9"
 
 
 # -- the tables ---------------------------------------------------------------------
@@ -279,24 +243,6 @@ def test_exit_code_tables_explain_themselves():
 
 
 # -- the backend's paths, with a scripted runner ---------------------------------------
-
-
-class ScriptedRunner(CommandRunner):
-    """Answers commands from a table instead of running them (still counts calls)."""
-
-    def __init__(self, answers: dict[str, list[tuple[int, str, str]]]) -> None:
-        super().__init__()
-        self.answers = answers
-        self.argvs: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], *, timeout=None, input=None) -> CommandResult:
-        self.calls[argv[0]] += 1
-        self.argvs.append(tuple(argv))
-        answer = self.answers[argv[0]].pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        returncode, out, err = answer
-        return CommandResult(tuple(argv), returncode, out, err, 0.0)
 
 
 def test_torque_poll_is_one_qstat_f_call():
@@ -353,60 +299,14 @@ def test_pro_poll_falls_back_to_text_when_qstat_refuses_json(caplog):
     assert [argv[1:3] for argv in runner.argvs] == [("-f", "-F"), ("-f", ids[0]), ("-f", ids[0])]
 
 
-def test_poll_raises_other_qstat_errors():
-    runner = ScriptedRunner({"qstat": [(1, "", "qstat: cannot connect to server pbs01\n"),
-                                       CommandTimedOut(("qstat",), 30, "", "")]})  # fmt: skip
-    backend = PbsBackend(runner, flavor="torque")
-    with pytest.raises(SchedulerCommandError) as info:
-        backend.poll(["1"])
-    assert info.value.returncode == 1
-    with pytest.raises(CommandTimedOut):
-        backend.poll(["1"])
-
-
-def test_cancel_is_one_qdel_and_ignores_ended_or_unknown_jobs():
-    runner = ScriptedRunner({"qdel": [
-        (rc("qdel_running"), sample("qdel_running.txt"), ""),
-        (rc("qdel_ended"), sample("qdel_ended.txt"), ""),  # the wrapper: rc 1, silent
-        (153, "", "qdel: Unknown Job Id 12.pbs01\n"),
-        (35, "", "qdel: Job has finished 13.pbs01\n"),
-        (1, "qdel: Kill job error on job id 14: Access/permission denied\n", ""),
-    ]})  # fmt: skip
-    backend = PbsBackend(runner, flavor="torque")
-    backend.cancel(["10", "11", "10"])
-    assert runner.argvs[0] == ("qdel", "10", "11")
-    for _ in range(3):
-        backend.cancel(["12.pbs01"])
-    with pytest.raises(SchedulerCommandError):
-        backend.cancel(["14"])
-    backend.cancel([])
-    assert runner.calls["qdel"] == 5
-
-
 def test_submit_passes_output_paths_on_the_command_line(tmp_path):
-    request = AllocationRequest(run_id="r", job_name="n", run_dir=tmp_path,
-                                stdout=tmp_path / "a.out", stderr=tmp_path / "a.err",
-                                command=["true"])  # fmt: skip
-    runner = ScriptedRunner({"qsub": [
-        (0, "1234.pbs01\n", ""),
-        (1, sample("qsub_invalid_queue.txt"), ""),
-        CommandTimedOut(("qsub",), 60, "", ""),
-        SchedulerCommandError(("qsub",), 127, "", "qsub: not found"),
-    ]})  # fmt: skip
-    backend = PbsBackend(runner, flavor="pro")
+    """SLURM's qsub wrapper reads them there only; a real PBS lets them win there."""
+    req = request(run_dir=tmp_path, stdout=tmp_path / "a.out", stderr=tmp_path / "a.err")
+    runner = ScriptedRunner({"qsub": [(0, "1234.pbs01\n", "")]})
     script = tmp_path / "1.sh"
-    assert backend.submit(script, request) == "1234.pbs01"
+    assert PbsBackend(runner, flavor="pro").submit(script, req) == "1234.pbs01"
     assert runner.argvs[0] == ("qsub", "-o", str(tmp_path / "a.out"), "-e",
                                str(tmp_path / "a.err"), str(script))  # fmt: skip
-    with pytest.raises(SubmitError) as info:
-        backend.submit(script, request)
-    assert not info.value.transient and "partition" in info.value.hint
-    with pytest.raises(SubmitError) as info:
-        backend.submit(script, request)
-    assert info.value.transient
-    with pytest.raises(SubmitError) as info:
-        backend.submit(script, request)
-    assert not info.value.transient
 
 
 def test_json_sample_is_valid_and_self_consistent():

@@ -1,6 +1,8 @@
 """SLURM output parsers fed REAL output (captured from the local 22.05 test cluster by
-samples/capture.sh), the state and reason tables, wait-status decoding, and the poller
-(backoff, batching, error tolerance) with a fake backend and a fake clock."""
+samples/capture.sh), the state and reason tables, wait-status decoding, the squeue/sacct
+poll path, the command runner, and the poller (backoff, batching, error tolerance) with a
+fake backend and a fake clock. Submit-error sorting and the submit/poll/cancel rules
+shared with PBS are tested in test_batch_backends.py."""
 
 from __future__ import annotations
 
@@ -11,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from hpcflow.backends._commands import CommandResult, CommandRunner, CommandTimedOut
+from hpcflow.backends._commands import CommandRunner, CommandTimedOut
 from hpcflow.backends.base import AllocationState, AllocationStatus
 from hpcflow.backends.poller import LOST_REASON, Poller
 from hpcflow.backends.slurm.backend import (
     SlurmBackend,
-    classify_submit_error,
     parse_sacct,
     parse_sbatch_parsable,
     parse_squeue,
@@ -31,13 +32,9 @@ from hpcflow.backends.slurm.states import (
     to_state,
 )
 from hpcflow.errors import SchedulerCommandError, SubmitError
+from tests.unit.backends.cases import ScriptedRunner, sample
 
-SAMPLES = Path(__file__).resolve().parent / "samples"
 S = AllocationState
-
-
-def sample(name: str) -> str:
-    return (SAMPLES / name).read_text()
 
 
 # -- squeue ---------------------------------------------------------------------
@@ -120,62 +117,10 @@ def test_parse_sbatch_parsable():
     assert parse_sbatch_parsable(sample("sbatch_parsable.txt")) == "28"
     assert parse_sbatch_parsable("4242;cluster2\n") == "4242"
     assert parse_sbatch_parsable("sbatch: warning: x\n77\n") == "77"
-    with pytest.raises(SubmitError) as info:
-        parse_sbatch_parsable("Submitted batch job 12\n")
-    assert not info.value.transient
-
-
-@pytest.mark.parametrize(
-    ("name", "setting"),
-    [
-        ("sbatch_invalid_partition.txt", "partition"),
-        ("sbatch_node_config.txt", "resources"),
-        ("sbatch_memory.txt", "memory_per_node"),
-    ],
-)
-def test_permanent_sbatch_errors_name_the_setting(name, setting):
-    error = classify_submit_error(sample(name), 1)
-    assert not error.transient
-    assert setting in error.hint
-    assert "sbatch: error:" not in error.message  # prefixes stripped, text kept
-    assert sample(name).splitlines()[-1].split(": ")[-1] in error.message
-
-
-@pytest.mark.parametrize(
-    ("stderr", "setting"),
-    [
-        ("sbatch: error: Batch job submission failed: Invalid account or "
-         "account/partition combination specified", "account"),
-        ("sbatch: error: Batch job submission failed: Invalid qos specification", "qos"),
-        ("sbatch: error: Batch job submission failed: Job violates accounting/QOS policy "
-         "(job submit limit, user's size and/or time limits)", "qos"),
-        ("sbatch: error: Batch job submission failed: Requested time limit is invalid "
-         "(missing or exceeds some limit)", "walltime"),
-        ("sbatch: error: Batch job submission failed: Invalid feature specification",
-         "constraint"),
-    ],
-)  # fmt: skip
-def test_more_permanent_errors(stderr, setting):
-    error = classify_submit_error(stderr, 1)
-    assert not error.transient and setting in error.hint
-
-
-@pytest.mark.parametrize(
-    "stderr",
-    [
-        "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
-        "sbatch: error: Batch job submission failed: Unable to contact slurm controller "
-        "(connect failure)",
-        "sbatch: error: Batch job submission failed: Resource temporarily unavailable",
-    ],
-)
-def test_transient_errors(stderr):
-    assert classify_submit_error(stderr, 1).transient
-
-
-def test_unknown_error_is_permanent_and_keeps_the_message():
-    error = classify_submit_error("sbatch: error: something new\n", 1)
-    assert not error.transient and "something new" in error.message
+    for bad in ("Submitted batch job 12\n", "", "\n"):
+        with pytest.raises(SubmitError, match="no job id") as info:
+            parse_sbatch_parsable(bad)
+        assert info.value.transient is False
 
 
 # -- tables and decoding -----------------------------------------------------------
@@ -238,21 +183,6 @@ def test_decode_exit_pair():
 # -- the backend's poll path, with a scripted runner -------------------------------
 
 
-class ScriptedRunner(CommandRunner):
-    """Answers commands from a table instead of running them (still counts calls)."""
-
-    def __init__(self, answers: dict[str, list[tuple[int, str, str]]]) -> None:
-        super().__init__()
-        self.answers = answers
-        self.argvs: list[tuple[str, ...]] = []
-
-    def run(self, argv: Sequence[str], *, timeout=None, input=None) -> CommandResult:
-        self.calls[argv[0]] += 1
-        self.argvs.append(tuple(argv))
-        rc, out, err = self.answers[argv[0]].pop(0)
-        return CommandResult(tuple(argv), rc, out, err, 0.0)
-
-
 def test_poll_is_one_squeue_call_and_remembers_disabled_accounting():
     runner = ScriptedRunner(
         {
@@ -298,27 +228,6 @@ def test_poll_survives_a_missing_sacct():
     backend = SlurmBackend(runner)
     assert set(backend.poll(["29", "4000"])) == {"29"}
     assert backend.accounting is False
-
-
-def test_poll_raises_other_squeue_errors():
-    runner = ScriptedRunner({"squeue": [(1, "", "squeue: error: Socket timed out\n")]})
-    with pytest.raises(SchedulerCommandError):
-        SlurmBackend(runner).poll(["1"])
-
-
-def test_cancel_is_one_call_and_ignores_finished_jobs():
-    runner = ScriptedRunner(
-        {"scancel": [(1, "", "scancel: error: Kill job error on job id 5: Job/step already "
-                              "completing or completed\n"),
-                     (1, "", "scancel: error: Unable to contact slurm controller\n")]}
-    )  # fmt: skip
-    backend = SlurmBackend(runner)
-    backend.cancel(["5", "6", "5"])
-    assert runner.argvs == [("scancel", "5", "6")]
-    with pytest.raises(SchedulerCommandError):
-        backend.cancel(["7"])
-    backend.cancel([])
-    assert runner.calls["scancel"] == 2
 
 
 # -- the command runner (real processes) -----------------------------------------

@@ -8,13 +8,12 @@ import time
 
 import pytest
 
-from hpcflow.bootstrap import environment
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import PreflightError, check_run_dir, check_world
 from hpcflow.bootstrap.rendezvous import publish, receive
 from hpcflow.bootstrap.roles import Role, gpu_rotation, role_for, worker_count
 from hpcflow.errors import ProfileError
-from hpcflow.launchers import bootstrap_argv, task_prefix
+from hpcflow.launchers import bootstrap_argv, environment, task_prefix
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ from hpcflow.bootstrap.head import children_argv, exit_status, supervise
 from hpcflow.bootstrap.roles import gpu_rotation, spread, worker_local_index, workers_per_node
 from hpcflow.errors import ProfileError
 from hpcflow.launchers import head_argv, worker_launch_argv
-from hpcflow.runtime.pilot import pilot_command, plan_in_allocation, plan_pilot
+from hpcflow.modes.pilot import pilot_command, plan_in_allocation, plan_pilot
 from hpcflow.settings import resolve_profile
 from hpcflow.store.paths import RunPaths
 

@@ -2,13 +2,13 @@
 array; this module plans, submits, follows and records.
 
 * Plan: the instances to run are grouped by task definition into units
-  (:mod:`hpcflow.runtime.jobs_plan`); a unit of more than one instance is a job array,
+  (:mod:`hpcflow.modes.jobs_plan`); a unit of more than one instance is a job array,
   split at the profile's ``max_array_size``.
 * Submit: in dependency order, gently (``submit_rate``; ``max_queued_jobs``; a refusal
   because a queue limit was reached means wait, not fail). With ``dependencies:
   scheduler`` a unit is submitted as soon as its upstream units are, held by
   ``afterok``; with ``driver`` it is submitted once its upstream tasks succeeded.
-* Follow: each element runs ``python -m hpcflow.runtime.jobtask`` and leaves a started
+* Follow: each element runs ``python -m hpcflow.modes.jobtask`` and leaves a started
   and an outcome file (:class:`~hpcflow.store.paths.RunPaths`); the batch system is
   asked about every live job and element in ONE poll per interval, only to notice jobs
   that ended without an outcome (walltime, cancel, node failure).
@@ -33,10 +33,12 @@ from hpcflow.backends.base import AllocationRequest, AllocationState, Allocation
 from hpcflow.backends.poller import Poller
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskTemplate
+from hpcflow.engine.driver import Observer
+from hpcflow.engine.ledger import OutcomeLedger
+from hpcflow.engine.lifecycle import RunLife, RunSummary
+from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError, SubmitError
-from hpcflow.runtime.calls import Outcome
-from hpcflow.runtime.driver import Observer
-from hpcflow.runtime.jobs_plan import (
+from hpcflow.modes.jobs_plan import (
     JobUnit,
     LimitBackoff,
     SubmitThrottle,
@@ -44,23 +46,14 @@ from hpcflow.runtime.jobs_plan import (
     blocking_deps_of,
     plan_units,
     scheduler_dependencies,
-    skip_downstream,
 )
-from hpcflow.runtime.pilot import _default_poller
-from hpcflow.runtime.run import (
-    PreparedRun,
-    RunOptions,
-    RunSummary,
-    create_run,
-    log_to,
-    mark_unfinished,
-    summarize,
-)
+from hpcflow.modes.pilot import _default_poller
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
-from hpcflow.store.memo import MemoEntry
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.states import RunStatus
+from hpcflow.worker.calls import Outcome
 
 log = logging.getLogger(__name__)
 
@@ -104,66 +97,27 @@ def run_jobs(
     on_submit: Callable[[str, RunPaths], None] | None = None,
 ) -> RunSummary:
     """Create the run, submit its tasks as batch jobs, and follow them to the end."""
-    started = time.time()
-    if detach:
-        prepared.memo.close()
-        prepared.lock.release()
-        raise RunError(
-            "jobs mode cannot --detach: the submit host records every task's outcome",
-            hint="run without --detach (e.g. inside tmux/screen or nohup), or use "
-            "--mode pilot, whose allocation records outcomes itself",
-        )
-    db: st.StateDB | None = None
-    submit: st.SubmitDB | None = None
-    handler = None
-    try:
-        run_id, paths, db = create_run(
-            prepared,
-            options,
-            backend=profile.backend,
-            extra={"profile": profile.name, "mode": "jobs"},
-        )
-        handler = log_to(paths.driver_log)
-        if prepared.decision.to_run == 0:
-            db.set_meta(status="succeeded", ended=time.time())
-            return RunSummary(
-                run_id, paths, {st.CACHED: len(prepared.graph.instances)}, elapsed=0.0
+    with RunLife(
+        prepared, options, backend=profile.backend, extra={"profile": profile.name, "mode": "jobs"}
+    ) as life:
+        if detach:
+            raise RunError(
+                "jobs mode cannot --detach: the submit host records every task's outcome",
+                hint="run without --detach (e.g. inside tmux/screen or nohup), or use "
+                "--mode pilot, whose allocation records outcomes itself",
             )
+        life.create()
+        if life.nothing_to_run:
+            return life.all_cached()
         poller = (poller_factory or _default_poller)(backend, profile)
         # This process is the driver (state.sqlite) and the submitting side (submit.sqlite).
-        submit = st.SubmitDB(paths.submit_db)
-        follower = JobsFollower(
-            prepared, profile, backend, db, submit, paths, run_id, poller,
-            observer=observer, on_submit=on_submit,
-        )  # fmt: skip
-        db.set_meta(status="running")
-        try:
-            follower.run()
-        except KeyboardInterrupt:
-            follower.cancel_all("run cancelled")
-            mark_unfinished(db, "run cancelled")
-            db.set_meta(status="cancelled", ended=time.time())
-            return summarize(db, paths, run_id, started, cancelled=True)
-        except BaseException as exc:
-            follower.cancel_all(f"run failed: {exc}")
-            mark_unfinished(db, f"run failed: {exc}"[:500])
-            db.set_meta(status="failed", error=str(exc)[:2000], ended=time.time())
-            raise
-        summary = summarize(db, paths, run_id, started)
-        status = "succeeded" if summary.ok else "failed"
-        db.set_meta(status=status, ended=time.time())
-        log.info("run %s %s in %.1fs: %s", run_id, status, summary.elapsed, summary.totals)
-        return summary
-    finally:
-        if submit is not None:
-            submit.close()
-        if db is not None:
-            db.close()
-        prepared.memo.close()
-        prepared.lock.release()
-        if handler is not None:
-            logging.getLogger("hpcflow").removeHandler(handler)
-            handler.close()
+        with st.SubmitDB(life.paths.submit_db) as submit:
+            follower = JobsFollower(
+                prepared, profile, backend, life.db, submit, life.paths, life.run_id, poller,
+                observer=observer, on_submit=on_submit,
+            )  # fmt: skip
+            life.db.set_meta(status=RunStatus.RUNNING)
+            return life.follow(follower.run, on_stop=follower.cancel_all)
 
 
 class JobsFollower:
@@ -204,6 +158,7 @@ class JobsFollower:
         self.state = [r.state for r in rows]
         self.attempts = [r.attempts for r in rows]
         self.dependents = self.graph.dependents()
+        self.ledger = OutcomeLedger(self.graph, prepared.factory, db, prepared.memo, run_id)
         self.remaining = sum(1 for s in self.state if s not in st.FINAL_STATES)
         self.chunk_size = profile.max_array_size
         if profile.max_queued_jobs is not None:
@@ -446,35 +401,10 @@ class JobsFollower:
             self._record(outcomes)
 
     def _record(self, results: list[tuple[int, list[Outcome]]]) -> None:
-        """Store attempts, new states and memo entries in one go, as the driver does."""
-        records: list[st.AttemptRecord] = []
-        new_states: dict[int, str] = {}
-        memo: list[MemoEntry] = []
-        factory = self.prepared.factory
+        """Store attempts, new states and memo entries in one go, through the ledger."""
+        new_states = self.ledger.record(results)
         for i, attempts in results:
-            for out in attempts:
-                records.append(out.record(i))
-            final = attempts[-1]
-            inst = self.graph.instances[i]
-            if final.state == "succeeded":
-                new_states[i] = st.SUCCEEDED
-                memo.append(
-                    MemoEntry(
-                        inst.id,
-                        factory.fingerprint(inst),
-                        final.inputs_sig,
-                        final.outputs_sig,
-                        self.run_id,
-                    )
-                )
-            elif final.state == "cancelled":
-                new_states[i] = st.CANCELLED
-            else:
-                new_states[i] = st.FAILED
-            self.attempts[i] = final.attempt
-        self.db.record_attempts(records, new_states)
-        if memo:
-            self.prepared.memo.record(memo)
+            self.attempts[i] = attempts[-1].attempt
         self._ended(new_states)
 
     def _ended(self, new_states: dict[int, str]) -> None:
@@ -491,16 +421,13 @@ class JobsFollower:
         self._close_finished_jobs()
 
     def _skip(self, failed: list[int]) -> None:
-        skipped = skip_downstream(self.dependents, failed, self.state)
-        if skipped:
-            for i in skipped:
-                self.state[i] = st.SKIPPED
-                self.closed.add(i)
-            self.remaining -= len(skipped)
-            self.db.set_states(
-                ((i, st.SKIPPED) for i in skipped), message="an upstream task failed"
-            )
-            log.info("%d task(s) skipped: an upstream task failed", len(skipped))
+        skipped = self.ledger.skip_downstream(
+            self.dependents, failed, lambda i: self.state[i] in (st.PENDING, st.RUNNING)
+        )
+        for i in skipped:
+            self.state[i] = st.SKIPPED
+            self.closed.add(i)
+        self.remaining -= len(skipped)
         # Queued jobs that wait (afterok) on a job with a failed element wait for a
         # dependency that can no longer be met: cancel them, and queue again their
         # instances that do not depend on the failure.
@@ -628,7 +555,7 @@ class JobsFollower:
                     st.AttemptRecord(
                         i,
                         job.first_attempts[k],
-                        "failed",
+                        st.FAILED,
                         status.exit_code,
                         None,
                         now,
@@ -674,7 +601,7 @@ def job_request(
     depends: list[str],
 ) -> AllocationRequest:
     """The batch job of ``unit``: its task's resources, an array when it has several
-    instances, ``afterok`` on ``depends``; it runs :mod:`hpcflow.runtime.jobtask`."""
+    instances, ``afterok`` on ``depends``; it runs :mod:`hpcflow.modes.jobtask`."""
     template = graph.templates[unit.spec_index]
     res = template.resources
     mpi = res.ranks > 1
@@ -682,7 +609,7 @@ def job_request(
     command = [
         profile.python or sys.executable,
         "-m",
-        "hpcflow.runtime.jobtask",
+        "hpcflow.modes.jobtask",
         str(paths.run_dir),
         str(number),
     ]

@@ -24,7 +24,8 @@ import os
 import socket
 import threading
 
-from hpcflow.runtime.calls import Outcome, TaskCall
+from hpcflow.store.states import TaskState
+from hpcflow.worker.calls import Outcome, TaskCall
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ def note_success(call: TaskCall, outcome: Outcome) -> None:
     Never fails the task: a journal that cannot be written only means a killed driver's
     re-run may run this task again.
     """
-    if not call.journal or outcome.state != "succeeded":
+    if not call.journal or outcome.state != TaskState.SUCCEEDED:
         return
     line = json.dumps(
         [call.task_id, call.fingerprint, outcome.inputs_sig, outcome.outputs_sig],

@@ -79,7 +79,7 @@ class LocalCluster:
         )
         self.client = Client(self._cluster, set_as_default=False)
         # A worker that dies (kill -9, OOM) must not leave its tasks running on.
-        from hpcflow.backends.local.orphans import OrphanReaper
+        from hpcflow.worker.orphans import OrphanReaper
 
         self.client.register_plugin(OrphanReaper())
         # Python tasks run in-process when their directory is the worker's: make it so.

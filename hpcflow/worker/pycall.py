@@ -1,4 +1,4 @@
-"""``python -m hpcflow.runtime.pycall FUNC KWARGS_JSON RESULT_PATH``: one Python task in its
+"""``python -m hpcflow.worker.pycall FUNC KWARGS_JSON RESULT_PATH``: one Python task in its
 own process (used when the task has a timeout or its own working directory)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import sys
 
 
 def main(argv: list[str]) -> int:
-    from hpcflow.runtime.execute import resolve_callable
+    from hpcflow.worker.execute import resolve_callable
 
     spec, kwargs_json, result_path = argv
     func = resolve_callable(spec, os.getcwd())

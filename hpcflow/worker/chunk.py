@@ -1,8 +1,8 @@
 """A chunk of task calls on one worker: what the driver hands Dask (or the pool) as one task.
 
 The chunk's plain shell tasks run several to a long-lived shell
-(:mod:`hpcflow.runtime.shell_batch`) when there are enough of them; every other call runs
-on its own (:func:`hpcflow.runtime.execute.run_call`). This module sits above both, so that
+(:mod:`hpcflow.worker.shell_batch`) when there are enough of them; every other call runs
+on its own (:func:`hpcflow.worker.execute.run_call`). This module sits above both, so that
 neither imports the other's caller.
 """
 
@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import time
 
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.execute import cancelled, run_call
-from hpcflow.runtime.groups import LIVE
-from hpcflow.runtime.shell_batch import batchable, run_batch
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.execute import cancelled, run_call
+from hpcflow.worker.groups import LIVE
+from hpcflow.worker.shell_batch import batchable, run_batch
 
 
 def run_chunk(calls: list[TaskCall], inline: bool = True) -> list[Outcome]:
     """Run ``calls`` in order and return one outcome each (cancelled ones included).
 
-    Tiny shell tasks run several to a shell (:mod:`hpcflow.runtime.shell_batch`) when
+    Tiny shell tasks run several to a shell (:mod:`hpcflow.worker.shell_batch`) when
     there are enough of them. ``inline=False``: Python tasks always run as child
     processes (the pool engine, where this process is the driver).
     """

@@ -1,7 +1,7 @@
 """Jobs mode, the pure part: which task instances share a batch job (array), when a job
 may be submitted, what a failure skips, and how fast submissions go.
 
-Nothing here talks to a batch system or a file; :mod:`hpcflow.runtime.jobs` does.
+Nothing here talks to a batch system or a file; :mod:`hpcflow.modes.jobs` does.
 """
 
 from __future__ import annotations
@@ -92,23 +92,6 @@ def scheduler_dependencies(
             return None
         ids[native] = None
     return list(ids)
-
-
-def skip_downstream(
-    dependents: Sequence[Sequence[int]], failed: Iterable[int], state: Sequence[str]
-) -> list[int]:
-    """Every instance downstream of ``failed`` that has not ended (it can never run)."""
-    out: list[int] = []
-    seen: set[int] = set()
-    stack = [c for f in failed for c in dependents[f]]
-    while stack:
-        child = stack.pop()
-        if child in seen or state[child] not in (st.PENDING, st.RUNNING):
-            continue
-        seen.add(child)
-        out.append(child)
-        stack.extend(dependents[child])
-    return out
 
 
 class SubmitThrottle:

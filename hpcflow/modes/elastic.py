@@ -1,9 +1,9 @@
 """Elastic mode: the driver stays on the submit host; Dask workers come and go as batch jobs.
 
 dask-jobqueue (``SLURMCluster``, ``PBSCluster``) runs the Dask scheduler in this process
-and submits worker jobs shaped by :func:`hpcflow.runtime.elastic_plan.plan_elastic`;
+and submits worker jobs shaped by :func:`hpcflow.modes.elastic_plan.plan_elastic`;
 ``adapt(min_workers, max_workers)`` queues more while work waits and retires idle ones.
-The driver is the same as everywhere (:func:`hpcflow.runtime.run.drive`), sized for the
+The driver is the same as everywhere (:func:`hpcflow.engine.drive.drive`), sized for the
 largest the cluster may grow to. The worker count is sampled into ``RUN_DIR/elastic.jsonl``.
 Ctrl-C (or ``hpcflow cancel``) stops the tasks, closes the cluster and cancels its jobs.
 
@@ -22,28 +22,21 @@ from typing import TYPE_CHECKING
 
 from hpcflow.backends.base import Backend
 from hpcflow.dag.graph import TaskGraph
+from hpcflow.engine.capacity import check_capacity
+from hpcflow.engine.drive import drive
+from hpcflow.engine.driver import Observer
+from hpcflow.engine.lifecycle import RunLife, RunSummary
+from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import HpcflowError, ProfileError, ResourceError, SubmitError
-from hpcflow.runtime.driver import Observer
-from hpcflow.runtime.elastic_cluster import (
+from hpcflow.modes.elastic_cluster import (
     ClusterFactory,
     close_cluster,
     cluster_job_ids,
     counted_failures_quiet,
     start_cluster,
 )
-from hpcflow.runtime.elastic_plan import ElasticPlan, plan_elastic
-from hpcflow.runtime.elastic_watch import SubmitFailures, WorkerWatch
-from hpcflow.runtime.run import (
-    PreparedRun,
-    RunOptions,
-    RunSummary,
-    check_capacity,
-    create_run,
-    drive,
-    log_to,
-    mark_unfinished,
-    summarize,
-)
+from hpcflow.modes.elastic_plan import ElasticPlan, plan_elastic
+from hpcflow.modes.elastic_watch import SubmitFailures, WorkerWatch
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
@@ -92,37 +85,24 @@ def run_elastic(
     cluster_factory: ClusterFactory | None = None,
 ) -> RunSummary:
     """Create the run, start an adaptive jobqueue cluster, and drive the run on it."""
-    started = time.time()
     graph = prepared.graph
-    try:
+    extra = {
+        "profile": profile.name,
+        "mode": "elastic",
+        "min_workers": profile.min_workers,
+        "max_workers": profile.max_workers,
+    }
+    with RunLife(prepared, options, backend=profile.backend, extra=extra) as life:
         if detach:
             refuse_detach()
         check_elastic(profile)
-    except BaseException:
-        prepared.memo.close()
-        prepared.lock.release()
-        raise
-    db: st.StateDB | None = None
-    handler = None
-    try:
-        run_id, paths, db = create_run(
-            prepared,
-            options,
-            backend=profile.backend,
-            extra={
-                "profile": profile.name,
-                "mode": "elastic",
-                "min_workers": profile.min_workers,
-                "max_workers": profile.max_workers,
-            },
-        )
-        handler = log_to(paths.driver_log)
+        life.create()
         plan = plan_elastic(
             profile,
-            paths.run_dir,
-            run_id,
+            life.paths.run_dir,
+            life.run_id,
             graph.loaded.base_dir,
-            log_directory=paths.workers_dir,
+            log_directory=life.paths.workers_dir,
         )
         check_capacity(
             graph,
@@ -132,56 +112,34 @@ def run_elastic(
             where=f"an elastic worker of profile {profile.name!r}",
         )
         check_memory(graph, prepared.decision.run, plan.memory_per_worker, profile.name)
-        if prepared.decision.to_run == 0:
-            db.set_meta(status="succeeded", ended=time.time())
-            return RunSummary(
-                run_id, paths, {st.CACHED: len(graph.instances)}, elapsed=time.time() - started
-            )
-        try:
-            return _run_on_cluster(
+        if life.nothing_to_run:
+            return life.all_cached()
+        return life.follow(
+            lambda: _run_on_cluster(
                 prepared,
-                db,
-                run_id,
-                paths,
+                life,
                 plan,
                 profile,
                 backend,
                 observer,
                 on_submit,
                 cluster_factory or start_cluster,
-                started,
-            )
-        except KeyboardInterrupt:
-            mark_unfinished(db, "run cancelled")
-            db.set_meta(status="cancelled", ended=time.time())
-            return summarize(db, paths, run_id, started, cancelled=True)
-        except BaseException as exc:
-            mark_unfinished(db, f"elastic cluster failed: {exc}"[:500])
-            db.set_meta(status="failed", error=str(exc)[:2000], ended=time.time())
-            raise
-    finally:
-        if db is not None:
-            db.close()
-        prepared.memo.close()
-        prepared.lock.release()
-        if handler is not None:
-            logging.getLogger("hpcflow").removeHandler(handler)
-            handler.close()
+            ),  # fmt: skip
+            failure="elastic cluster failed",
+        )
 
 
 def _run_on_cluster(
     prepared: PreparedRun,
-    db: st.StateDB,
-    run_id: str,
-    paths: RunPaths,
+    life: RunLife,
     plan: ElasticPlan,
     profile: Profile,
     backend: Backend,
     observer: Observer | None,
     on_submit: Callable[[str, RunPaths], None] | None,
     factory: ClusterFactory,
-    started: float,
 ) -> RunSummary:
+    paths, run_id = life.paths, life.run_id
     if profile.transport == "tls":
         create_credentials(paths.run_dir, run_id)
     security = security_for(paths.run_dir, profile.transport)
@@ -189,8 +147,8 @@ def _run_on_cluster(
     failures = SubmitFailures(profile.submit_retries + 1)
     with counted_failures_quiet():
         return _drive_on_cluster(
-            prepared, db, run_id, paths, plan, backend, observer, on_submit,
-            factory, started, security, failures,
+            prepared, life.db, run_id, paths, plan, backend, observer, on_submit,
+            factory, life.started, security, failures,
         )  # fmt: skip
 
 
@@ -210,7 +168,7 @@ def _drive_on_cluster(
 ) -> RunSummary:
     from distributed import Client
 
-    from hpcflow.runtime.elastic_adapt import Backlog, BacklogAdaptive
+    from hpcflow.modes.elastic_adapt import Backlog, BacklogAdaptive
 
     cluster = factory(plan, security, failures)
     watch: WorkerWatch | None = None

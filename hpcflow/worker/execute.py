@@ -1,7 +1,7 @@
 """Runs task attempts on a worker: real subprocesses in their own process groups.
 
 This module is what a Dask worker imports; it keeps to the standard library. A chunk of
-calls runs one after another in one worker thread (:func:`hpcflow.runtime.chunk.run_chunk`),
+calls runs one after another in one worker thread (:func:`hpcflow.worker.chunk.run_chunk`),
 so thousands of tiny tasks cost a few Dask round trips instead of thousands.
 """
 
@@ -22,10 +22,11 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.groups import LIVE, signal_group
-from hpcflow.runtime.journal import note_success
-from hpcflow.runtime.logfiles import LazyFile, ensure_dir
+from hpcflow.store.states import TaskState
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.groups import LIVE, signal_group
+from hpcflow.worker.journal import note_success
+from hpcflow.worker.logfiles import LazyFile, ensure_dir
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -36,7 +37,7 @@ def cancelled(call: TaskCall, started: float) -> Outcome:
     return Outcome(
         call.index,
         call.attempt,
-        "cancelled",
+        TaskState.CANCELLED,
         None,
         started,
         time.time(),
@@ -52,7 +53,12 @@ def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
     inputs_sig, missing = file_signatures(call.inputs)
     if missing:
         failed = _finish(
-            call, started, "failed", None, None, "missing input files: " + ", ".join(missing[:5])
+            call,
+            started,
+            TaskState.FAILED,
+            None,
+            None,
+            "missing input files: " + ", ".join(missing[:5]),
         )
         return inputs_sig, failed
     ensure_dir(call.workdir)
@@ -79,15 +85,15 @@ def conclude_call(
 ) -> Outcome:
     """After an attempt ran: its outcome from the exit code and the outputs it left."""
     if LIVE.cancelled and exit_code != 0:
-        return _finish(call, started, "cancelled", exit_code, peak, "run cancelled")
+        return _finish(call, started, TaskState.CANCELLED, exit_code, peak, "run cancelled")
     if exit_code != 0:
-        return _finish(call, started, "failed", exit_code, peak, message)
+        return _finish(call, started, TaskState.FAILED, exit_code, peak, message)
     outputs_sig, missing = file_signatures(call.outputs)
     if missing:
         return _finish(
             call,
             started,
-            "failed",
+            TaskState.FAILED,
             exit_code,
             peak,
             "exited 0 but did not create: " + ", ".join(missing[:5]),
@@ -95,7 +101,7 @@ def conclude_call(
     outcome = Outcome(
         call.index,
         call.attempt,
-        "succeeded",
+        TaskState.SUCCEEDED,
         0,
         started,
         ended if ended is not None else time.time(),
@@ -128,7 +134,7 @@ def run_call(call: TaskCall, inline: bool = True) -> Outcome:
         else:
             exit_code, peak, message = _run_process(call)
     except OSError as exc:
-        return _finish(call, started, "failed", None, None, f"cannot start: {exc}")
+        return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}")
     return conclude_call(call, started, exit_code, peak, message, inputs_sig)
 
 
@@ -186,7 +192,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         argv = [
             sys.executable,
             "-m",
-            "hpcflow.runtime.pycall",
+            "hpcflow.worker.pycall",
             call.python or "",
             json.dumps(call.kwargs or {}),
             call.result,

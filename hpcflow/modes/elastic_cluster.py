@@ -14,8 +14,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from hpcflow.runtime.elastic_plan import ElasticPlan
-from hpcflow.runtime.elastic_watch import SubmitFailures
+from hpcflow.modes.elastic_plan import ElasticPlan
+from hpcflow.modes.elastic_watch import SubmitFailures
 
 if TYPE_CHECKING:
     from dask_jobqueue.core import JobQueueCluster

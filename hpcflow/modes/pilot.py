@@ -21,21 +21,16 @@ from hpcflow.backends.poller import Poller
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import check_transport
 from hpcflow.bootstrap.roles import NON_WORKER_RANKS, spread
+from hpcflow.engine.capacity import check_capacity
+from hpcflow.engine.driver import Observer
+from hpcflow.engine.lifecycle import RunLife, RunSummary, summarize
+from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
 from hpcflow.launchers import bootstrap_argv, head_argv, worker_launch_argv
-from hpcflow.runtime.driver import Observer
-from hpcflow.runtime.run import (
-    PreparedRun,
-    RunOptions,
-    RunSummary,
-    check_capacity,
-    create_run,
-    log_to,
-    summarize,
-)
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.states import RunStatus
 from hpcflow.transport.certificates import create_credentials
 from hpcflow.transport.security import check_choice
 
@@ -44,6 +39,9 @@ log = logging.getLogger(__name__)
 #: Seconds an allocation may run on after the run inside it has finished (its ranks
 #: normally leave together within a second or two) before hpcflow cancels it.
 LINGER_SECONDS = 60.0
+
+#: The run statuses with which a driver ends a run it ran to its end.
+_DRIVER_ENDED = (RunStatus.SUCCEEDED, RunStatus.FAILED)
 
 #: SLURM's state for an allocation ended by the failure of one of its nodes.
 NODE_FAIL = "NODE_FAIL"
@@ -315,10 +313,9 @@ def run_pilot(
     layout: dict[str, int] | None = None,
 ) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
-    started = time.time()
     graph = prepared.graph
-    db: st.StateDB | None = None
-    try:
+    extra = {"profile": profile.name, "mode": "pilot", "walltime": profile.walltime}
+    with RunLife(prepared, options, backend=profile.backend, extra=extra) as life:
         # Fail before anything is created or submitted (the ranks check again on the nodes).
         check_choice(
             profile.transport,
@@ -326,20 +323,8 @@ def run_pilot(
             shared_machine=backend.name != "local",
         )
         check_transport(profile.transport, profile.python)
-    except BaseException:
-        prepared.memo.close()
-        prepared.lock.release()
-        raise
-    handler = None
-    submit: st.SubmitDB | None = None
-    try:
-        run_id, paths, db = create_run(
-            prepared,
-            options,
-            backend=profile.backend,
-            extra={"profile": profile.name, "mode": "pilot", "walltime": profile.walltime},
-        )
-        handler = log_to(paths.driver_log)
+        life.create()
+        paths, run_id = life.paths, life.run_id
         if layout is not None:
             plan = plan_in_allocation(profile, paths, run_id, graph.loaded.base_dir, layout)
         else:
@@ -352,52 +337,38 @@ def run_pilot(
             where=f"profile {profile.name!r}",
             mpi_wrapped=profile.launcher != "single",
         )
-        if prepared.decision.to_run == 0:
-            db.set_meta(status="succeeded", ended=time.time())
-            return RunSummary(
-                run_id, paths, {st.CACHED: len(graph.instances)}, elapsed=time.time() - started
-            )
+        if life.nothing_to_run:
+            return life.all_cached()
         if plan.config.transport == "tls":
             create_credentials(paths.run_dir, run_id)
         plan.config.write(paths.pilot_config)
-        # From here on the driver inside the allocation is state.sqlite's only writer;
-        # this side writes what it knows in submit.sqlite.
-        db.close()
-        db = None
-        # ... and the memo's only writer is the driver too: this side is done with it.
-        prepared.memo.close()
-        submit = st.SubmitDB(paths.submit_db)
-        try:
-            native_id = submit_allocation(
-                backend, plan, paths, submit, 1, retries=profile.submit_retries
-            )
-        except BaseException as exc:
-            submit.declare_over(
-                "failed", "the allocation was never submitted",
-                error=f"submission failed: {exc}"[:2000],
-            )  # fmt: skip
-            raise
-        submit.set_meta(status="submitted")
-        if on_submit:
-            on_submit(native_id, paths)
-        if detach:
-            return RunSummary(run_id, paths, {"submitted": 1}, elapsed=time.time() - started)
-        poller = (poller_factory or _default_poller)(backend, profile)
-        with st.StateDB(paths.state_db, readonly=True) as view:
-            return _follow(
-                view, submit, paths, run_id, backend, poller, profile, plan, native_id,
-                observer, started,
-            )  # fmt: skip
-    finally:
-        if db is not None:
-            db.close()
-        if submit is not None:
-            submit.close()
-        prepared.memo.close()
-        prepared.lock.release()
-        if handler is not None:
-            logging.getLogger("hpcflow").removeHandler(handler)
-            handler.close()
+        # From here on the driver inside the allocation is the only writer of state.sqlite
+        # and of the memo; this side writes what it knows in submit.sqlite.
+        life.hand_over()
+        with st.SubmitDB(paths.submit_db) as submit:
+            try:
+                native_id = submit_allocation(
+                    backend, plan, paths, submit, 1, retries=profile.submit_retries
+                )
+            except BaseException as exc:
+                submit.declare_over(
+                    RunStatus.FAILED, "the allocation was never submitted",
+                    error=f"submission failed: {exc}"[:2000],
+                )  # fmt: skip
+                raise
+            submit.set_meta(status=RunStatus.SUBMITTED)
+            if on_submit:
+                on_submit(native_id, paths)
+            if detach:
+                return RunSummary(
+                    run_id, paths, {"submitted": 1}, elapsed=time.time() - life.started
+                )
+            poller = (poller_factory or _default_poller)(backend, profile)
+            with st.StateDB(paths.state_db, readonly=True) as view:
+                return _follow(
+                    view, submit, paths, run_id, backend, poller, profile, plan, native_id,
+                    observer, life.started,
+                )  # fmt: skip
 
 
 def first_node(nodes: str) -> str:
@@ -478,7 +449,10 @@ def _follow(
             ):
                 first = first_node(status.nodes)
                 head = head or first
-                if first != head and meta.get("status") not in ("succeeded", "failed"):
+                if first != head and meta.get("status") not in (
+                    RunStatus.SUCCEEDED,
+                    RunStatus.FAILED,
+                ):
                     # With --no-kill SLURM drops a failed node from the allocation and lets
                     # it run on; without its first node it has no driver and would idle
                     # until the walltime.
@@ -500,7 +474,9 @@ def _follow(
             submit.flush_due()
             if observer is not None:
                 observer.update(db.counts())
-            if meta.get("status") in ("succeeded", "failed") and not poller.settled([current]):
+            if meta.get("status") in (RunStatus.SUCCEEDED, RunStatus.FAILED) and not poller.settled(
+                [current]
+            ):
                 ended_at = ended_at or time.monotonic()
                 if time.monotonic() - ended_at > LINGER_SECONDS:
                     # E.g. srun still waits for ranks on a node that died and that
@@ -513,17 +489,17 @@ def _follow(
                     backend.cancel([current])
                     break
             if status is not None and (head_lost or poller.settled([current])):
-                finished = meta.get("status") in ("succeeded", "failed")
+                finished = meta.get("status") in _DRIVER_ENDED
                 if finished:
                     break
                 if paths.cancel_request.exists():
                     # `hpcflow cancel` ended the allocation: the run was cancelled, as asked.
-                    submit.declare_over("cancelled", "run cancelled (hpcflow cancel)")
+                    submit.declare_over(RunStatus.CANCELLED, "run cancelled (hpcflow cancel)")
                     return summarize(db, paths, run_id, started, cancelled=True)
                 node_failed = status.native_state == NODE_FAIL
                 stopped_early = (
                     status.state is AllocationState.TIMEOUT
-                    or meta.get("status") == "drained"
+                    or meta.get("status") == RunStatus.DRAINED
                     or node_failed
                 )
                 if stopped_early and profile.resubmit and number <= profile.max_resubmits:
@@ -544,7 +520,9 @@ def _follow(
                     head = None
                     continue
                 note = lost_tasks_note(db)
-                submit.declare_over("failed", f"allocation {current} ended before the run finished")
+                submit.declare_over(
+                    RunStatus.FAILED, f"allocation {current} ended before the run finished"
+                )
                 raise AllocationFailed(
                     current,
                     status.native_state,
@@ -560,6 +538,6 @@ def _follow(
     except KeyboardInterrupt:
         log.warning("cancelling allocation %s", current)
         backend.cancel([current])
-        submit.declare_over("cancelled", "run cancelled")
+        submit.declare_over(RunStatus.CANCELLED, "run cancelled")
         return summarize(db, paths, run_id, started, cancelled=True)
     return summarize(db, paths, run_id, started)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hpcflow.runtime.run import PreparedRun
+from hpcflow.engine.prepare import PreparedRun
 from hpcflow.settings.profile import Profile
 
 

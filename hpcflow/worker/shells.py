@@ -35,9 +35,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from hpcflow.runtime.calls import TaskCall
-from hpcflow.runtime.groups import LIVE, signal_group
-from hpcflow.runtime.logfiles import LazyFile
+from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.groups import LIVE, signal_group
+from hpcflow.worker.logfiles import LazyFile
 
 log = logging.getLogger(__name__)
 

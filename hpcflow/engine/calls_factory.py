@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskInstance
 from hpcflow.launchers import task_prefix
-from hpcflow.runtime.calls import TaskCall
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
+from hpcflow.worker.calls import TaskCall
 
 #: (kind, rendered shell command, rendered argv) of a task.
 Action = tuple[str, str | None, list[str] | None]
@@ -30,7 +30,7 @@ class CallFactory:
     _commands: dict[int, Template] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
-    #: Where the run's journal of successes starts (:mod:`hpcflow.runtime.journal`);
+    #: Where the run's journal of successes starts (:mod:`hpcflow.worker.journal`);
     #: "" keeps none.
     journal: str = ""
     _slugs: dict[int, str] = field(default_factory=dict)

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hpcflow.dag.graph import TaskGraph
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.calls_factory import CallFactory
-from hpcflow.runtime.chunk import run_chunk
-from hpcflow.runtime.groups import kill_running
+from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.store import statedb as st
-from hpcflow.store.memo import Memo, MemoEntry
+from hpcflow.store.memo import Memo
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import kill_running
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,7 @@ class Driver:
         self.factory = factory
         self.db = db
         self.memo = memo
+        self.ledger = OutcomeLedger(graph, factory, db, memo, run_id)
         self.client = client
         self.slots = max(1, slots)
         self.run_id = run_id
@@ -138,7 +140,7 @@ class Driver:
         """Run the tasks marked in ``run``; ``attempts`` continues attempt numbering."""
         graph = self.graph
         n = len(graph.instances)
-        self.state = [st.PENDING if run[i] else st.CACHED for i in range(n)]
+        self.state: list[str] = [st.PENDING if run[i] else st.CACHED for i in range(n)]
         self.attempt = list(attempts) if attempts is not None else [0] * n
         self.dependents = graph.dependents()
         self.waiting = [0] * n
@@ -335,7 +337,7 @@ class Driver:
                     Outcome(
                         c.index,
                         c.attempt,
-                        "failed",
+                        st.FAILED,
                         None,
                         now,
                         now,
@@ -343,46 +345,14 @@ class Driver:
                     )
                     for c in calls
                 )
-        records: list[st.AttemptRecord] = []
-        new_states: dict[int, str] = {}
-        memo: list[MemoEntry] = []
         for out in outcomes:
             i = out.index
             if self.deadline is not None:
                 self._queued_seconds = max(0.0, self._queued_seconds - self._estimate(i))
-            spec_index = self.graph.instances[i].spec_index
-            self._learn(spec_index, out.ended - out.started)
-            if out.state == "succeeded":
-                state = st.SUCCEEDED
-                memo.append(
-                    MemoEntry(
-                        self.graph.instances[i].id,
-                        self.factory.fingerprint(self.graph.instances[i]),
-                        out.inputs_sig,
-                        out.outputs_sig,
-                        self.run_id,
-                    )
-                )
-            elif out.state == "cancelled":
-                state = st.CANCELLED
-                self.factory.forget(self.graph.instances[i])
-            else:
-                self.factory.forget(self.graph.instances[i])
-                policy = self.graph.template(self.graph.instances[i]).retries
-                retry = self.attempt[i] - 1 < policy.attempts
-                state = st.PENDING if retry else st.FAILED
-                if retry:
-                    delay = policy.delay(self.attempt[i])
-                    heapq.heappush(self._retry_heap, (time.monotonic() + delay, i))
-                    log.info(
-                        "retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay, out.message
-                    )
-            records.append(out.record(i))
-            new_states[i] = state
-        self.db.record_attempts(records, new_states)
-        if memo:
-            self.memo.record(memo)
-        skipped: list[int] = []
+            self._learn(self.graph.instances[i].spec_index, out.ended - out.started)
+        new_states = self.ledger.record((out.index, (out,)) for out in outcomes)
+        messages = {out.index: out.message for out in outcomes}
+        ended: list[int] = []
         for i, state in new_states.items():
             self._set_state(i, state)
             if state == st.SUCCEEDED:
@@ -394,24 +364,21 @@ class Driver:
                             self._make_ready(child)
             elif state in (st.FAILED, st.CANCELLED):
                 self.remaining -= 1
-                skipped.extend(self._skip_downstream(i))
-        if skipped:
-            self.db.set_states(
-                ((i, st.SKIPPED) for i in skipped), message="an upstream task failed"
+                ended.append(i)
+            else:  # failed, and its retry policy allows another attempt
+                policy = self.graph.template(self.graph.instances[i]).retries
+                delay = policy.delay(self.attempt[i])
+                heapq.heappush(self._retry_heap, (time.monotonic() + delay, i))
+                log.info(
+                    "retrying %s in %.1fs (%s)", self.graph.instances[i].id, delay, messages[i]
+                )
+        if ended:
+            skipped = self.ledger.skip_downstream(
+                self.dependents, ended, lambda child: self.state[child] == st.PENDING
             )
-
-    def _skip_downstream(self, i: int) -> list[int]:
-        out = []
-        stack = list(self.dependents[i])
-        while stack:
-            child = stack.pop()
-            if self.state[child] != st.PENDING:
-                continue
-            self._set_state(child, st.SKIPPED)
-            self.remaining -= 1
-            out.append(child)
-            stack.extend(self.dependents[child])
-        return out
+            for child in skipped:
+                self._set_state(child, st.SKIPPED)
+            self.remaining -= len(skipped)
 
     def _estimate(self, i: int) -> float:
         inst = self.graph.instances[i]

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from hpcflow.dag.graph import TaskGraph
-from hpcflow.runtime.calls_factory import CallFactory
-from hpcflow.runtime.execute import file_signatures
+from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.store.memo import MemoEntry
+from hpcflow.worker.execute import file_signatures
 
 
 @dataclass(frozen=True)

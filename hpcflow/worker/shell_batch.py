@@ -2,10 +2,10 @@
 
 Starting ``bash -c CMD`` costs about 1 ms of exec and start-up per task, more than a
 tiny task itself (``echo i > out_i.txt``). The chunk's plain shell tasks run instead in
-one of the process's long-lived job-control shells (:mod:`hpcflow.runtime.shells`),
+one of the process's long-lived job-control shells (:mod:`hpcflow.worker.shells`),
 each still a process group of its own with its own logs, folder and environment. Inputs
 are checked, stale outputs removed, outputs checked and failed outputs quarantined per
-task, as for any task (:func:`hpcflow.runtime.execute.prepare_call` / ``conclude_call``).
+task, as for any task (:func:`hpcflow.worker.execute.prepare_call` / ``conclude_call``).
 Not kept: the peak memory of each task (the shell cannot tell it).
 
 Only shell tasks without a timeout (a timeout needs its own timer process) and with
@@ -24,10 +24,11 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.execute import cancelled, conclude_call, prepare_call
-from hpcflow.runtime.groups import LIVE
-from hpcflow.runtime.shells import SHELLS
+from hpcflow.store.states import TaskState
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.execute import cancelled, conclude_call, prepare_call
+from hpcflow.worker.groups import LIVE
+from hpcflow.worker.shells import SHELLS
 
 #: Fewest shell tasks worth a shared shell (one is, if it is tiny).
 MIN_BATCH = 2
@@ -82,7 +83,7 @@ def run_batch(calls: list[TaskCall]) -> list[Outcome]:
         except OSError as exc:
             now = time.time()
             outcomes.append(
-                Outcome(call.index, call.attempt, "failed", None, now, now,
+                Outcome(call.index, call.attempt, TaskState.FAILED, None, now, now,
                         message=f"cannot start: {exc}")
             )  # fmt: skip
             continue
@@ -107,7 +108,9 @@ def _run_group(group: list[TaskCall], signatures: dict[int, dict[str, list[int]]
     except OSError as exc:
         now = time.time()
         return [
-            Outcome(c.index, c.attempt, "failed", None, now, now, message=f"cannot start: {exc}")
+            Outcome(
+                c.index, c.attempt, TaskState.FAILED, None, now, now, message=f"cannot start: {exc}"
+            )
             for c in group
         ]
     healthy = False
@@ -155,6 +158,6 @@ def _outcome(
 def _lost(call: TaskCall, started: float) -> Outcome:
     now = time.time()
     return Outcome(
-        call.index, call.attempt, "failed", None, started, now,
+        call.index, call.attempt, TaskState.FAILED, None, started, now,
         message="the shell running this task ended before it did",
     )  # fmt: skip

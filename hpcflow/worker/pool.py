@@ -4,7 +4,7 @@ Most of a local run's time is spent in the tasks' own processes; the driver only
 start them and collect their outcomes. The embedded Dask cluster costs about 0.75 s
 before the first task (importing and starting it) and a round trip driver → scheduler →
 worker → scheduler → driver per chunk. The pool engine runs the same chunks
-(:func:`hpcflow.runtime.chunk.run_chunk`) without it:
+(:func:`hpcflow.worker.chunk.run_chunk`) without it:
 
 * commands (shell, argv, MPI launchers) are started from a pool of threads in the driver
   process, each chunk holding as many CPU slots as its tasks ask for;
@@ -31,10 +31,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from typing import Any
 
-from hpcflow.runtime.calls import Outcome, TaskCall
-from hpcflow.runtime.chunk import run_chunk
-from hpcflow.runtime.groups import LIVE, kill_running
-from hpcflow.runtime.shells import SHELLS
+from hpcflow.store.states import TaskState
+from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import LIVE, kill_running
+from hpcflow.worker.shells import SHELLS
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ class PythonWorkers:
         with self._lock:
             if self._pool is None:
                 context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["hpcflow.runtime.chunk"])
+                context.set_forkserver_preload(["hpcflow.worker.chunk"])
                 self._pool = ProcessPoolExecutor(
                     self.size,
                     mp_context=context,
@@ -218,7 +219,7 @@ class PoolClient:
             except WorkerLost as exc:  # the commands' outcomes stand
                 now, why = time.time(), f"worker lost: {exc}"
                 outcomes.extend(
-                    Outcome(c.index, c.attempt, "failed", None, now, now, message=why)
+                    Outcome(c.index, c.attempt, TaskState.FAILED, None, now, now, message=why)
                     for c in there
                 )
         order = {c.index: k for k, c in enumerate(calls)}

@@ -1,8 +1,8 @@
-"""Jobs mode, inside the batch job: ``python -m hpcflow.runtime.jobtask RUN_DIR N [ELEMENT]``.
+"""Jobs mode, inside the batch job: ``python -m hpcflow.modes.jobtask RUN_DIR N [ELEMENT]``.
 
 Runs ONE task instance — element ``ELEMENT`` of job ``N`` (default: the array index the
 batch system gives, see :mod:`hpcflow.backends.arrays`, or 0) — with the same worker
-code as the other modes (:func:`hpcflow.runtime.execute.run_call`), retrying as the
+code as the other modes (:func:`hpcflow.worker.execute.run_call`), retrying as the
 task's retry policy says. It writes two small files and never the state database (the
 submit host is its single writer):
 
@@ -28,26 +28,18 @@ from pathlib import Path
 from types import FrameType
 
 from hpcflow.backends.arrays import element_index, element_label, element_native_id
-from hpcflow.dag.graph import TaskGraph, build_graph
 from hpcflow.dag.instances import TaskInstance
+from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.prepare import load_run_graph
 from hpcflow.errors import RunError
-from hpcflow.runtime.calls import Outcome
-from hpcflow.runtime.calls_factory import CallFactory
-from hpcflow.runtime.execute import run_call
-from hpcflow.runtime.groups import LIVE
-from hpcflow.spec.loader import parse_workflow
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.states import TaskState
+from hpcflow.worker.calls import Outcome
+from hpcflow.worker.execute import run_call
+from hpcflow.worker.groups import LIVE
 
-log = logging.getLogger("hpcflow.runtime.jobtask")
-
-
-def load_graph(paths: RunPaths) -> TaskGraph:
-    """The run's task graph, from the workflow copy in its run directory."""
-    info = json.loads(paths.run_info.read_text(encoding="utf-8"))
-    original = Path(info["workflow"])
-    text = paths.workflow_copy.read_text(encoding="utf-8")
-    return build_graph(parse_workflow(text, str(original), source=original), check_files=False)
+log = logging.getLogger("hpcflow.modes.jobtask")
 
 
 def run_attempts(
@@ -64,7 +56,7 @@ def run_attempts(
     while True:
         outcome = run_call(factory.call(inst, attempt))
         outcomes.append(outcome)
-        if outcome.state != "failed" or attempt - 1 >= policy.attempts:
+        if outcome.state != TaskState.FAILED or not policy.allows_another(attempt):
             return outcomes
         delay = policy.delay(attempt)
         log.info("retrying %s in %.1fs (%s)", inst.id, delay, outcome.message)
@@ -83,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if len(args) not in (2, 3):
-        log.error("usage: python -m hpcflow.runtime.jobtask RUN_DIR N [ELEMENT]")
+        log.error("usage: python -m hpcflow.modes.jobtask RUN_DIR N [ELEMENT]")
         return 2
     signal.signal(signal.SIGTERM, _stop)
     paths = RunPaths(Path(args[0]).resolve())
@@ -101,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": time.time(),
         },
     )
-    graph = load_graph(paths)
+    graph, _ = load_run_graph(paths)
     inst = graph.instances[index]
     if inst.id != manifest["ids"][element]:
         raise RunError(
@@ -119,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     final = outcomes[-1]
     log.info("%s: %s (attempt %d)", inst.id, final.state, final.attempt)
-    return 0 if final.state == "succeeded" else 1
+    return 0 if final.state == TaskState.SUCCEEDED else 1
 
 
 if __name__ == "__main__":

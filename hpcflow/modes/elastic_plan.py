@@ -3,7 +3,7 @@
 Pure: nothing is submitted and nothing of dask-jobqueue is imported here, so the mapping
 from a profile to worker jobs is tested without a batch system. One worker job is one
 node's worth of the profile (``cpus_per_node``, ``memory_per_node``, ``gpus_per_node``,
-``workers_per_node`` Dask workers in it); :mod:`hpcflow.runtime.elastic` starts the
+``workers_per_node`` Dask workers in it); :mod:`hpcflow.modes.elastic` starts the
 cluster and lets ``adapt(min_workers, max_workers)`` queue and retire such jobs.
 """
 

@@ -1,1 +1,0 @@
-"""The embedded default: a Dask LocalCluster on this machine."""

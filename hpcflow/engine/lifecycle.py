@@ -1,0 +1,355 @@
+"""One run's life cycle on the side that creates it, written once for every mode.
+
+:class:`RunLife` creates the run directory and its state database, attaches the run's
+log file, short-cuts a run with nothing to run, records how the run ended (a summary, a
+Ctrl-C, a failure) and, whatever happens, closes the state database, the memo, the
+workflow's lock and the log file. Local, pilot, jobs and elastic mode and the Snakemake
+plugin all go through it; they differ only in where the workers come from and who
+drives them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from hpcflow import __version__
+from hpcflow.engine.driver import Observer
+from hpcflow.engine.prepare import PreparedRun, RunOptions
+from hpcflow.errors import RunError
+from hpcflow.store import statedb as st
+from hpcflow.store.atomic import write_json_atomic
+from hpcflow.store.paths import RunPaths
+from hpcflow.store.process import ProcessIdentity
+from hpcflow.store.registry import register_run
+from hpcflow.store.states import RunStatus
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunSummary:
+    """How a run ended."""
+
+    run_id: str
+    paths: RunPaths
+    totals: dict[str, int]
+    failed: list[int] = field(default_factory=list)
+    cancelled: bool = False
+    elapsed: float = 0.0
+    drained: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.cancelled and not self.failed and not self.totals.get(st.SKIPPED)
+
+    @property
+    def status(self) -> RunStatus:
+        """The run's status as this summary says it ended."""
+        if self.drained and not self.failed:
+            return RunStatus.DRAINED
+        if self.cancelled:
+            return RunStatus.CANCELLED
+        return RunStatus.SUCCEEDED if self.ok else RunStatus.FAILED
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+
+
+class RunLife:
+    """A run from the creation of its directory to the last close, on the creating side.
+
+    Use it as a context manager around everything a mode does with ``prepared``: checks
+    that fail before :meth:`create` still release the workflow's lock and the memo.
+    ``backend`` and ``extra`` go to ``run.json`` (the profile, the mode, its sizes).
+    """
+
+    def __init__(
+        self,
+        prepared: PreparedRun,
+        options: RunOptions,
+        *,
+        backend: str = "local",
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        self.prepared = prepared
+        self.options = options
+        self.backend = backend
+        self.extra = dict(extra or {})
+        self.started = time.time()
+        self._run_id: str | None = None
+        self._paths: RunPaths | None = None
+        self._db: st.StateDB | None = None
+        self._handler: logging.Handler | None = None
+
+    def __enter__(self) -> RunLife:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- what exists once the run is created --------------------------------------
+
+    @property
+    def run_id(self) -> str:
+        if self._run_id is None:
+            raise RunError("the run has not been created yet")
+        return self._run_id
+
+    @property
+    def paths(self) -> RunPaths:
+        if self._paths is None:
+            raise RunError("the run has not been created yet")
+        return self._paths
+
+    @property
+    def db(self) -> st.StateDB:
+        """The run's state database, while this side is its writer."""
+        if self._db is None:
+            raise RunError("this side no longer writes the run's state")
+        return self._db
+
+    def create(self) -> None:
+        """Make the run directory and its state (every task pending or cached); log to
+        the run's ``driver.log`` from now on."""
+        self._run_id, self._paths, self._db = create_run(
+            self.prepared, self.options, backend=self.backend, extra=self.extra
+        )
+        self._handler = log_to(self._paths.driver_log)
+
+    @property
+    def nothing_to_run(self) -> bool:
+        """Whether every task is cached: the run succeeds without any worker."""
+        return self.prepared.decision.to_run == 0
+
+    def all_cached(self, observer: Observer | None = None) -> RunSummary:
+        """End a run whose tasks are all cached."""
+        totals: dict[str, int] = {st.CACHED: len(self.prepared.graph.instances)}
+        if observer is not None:
+            observer.update(self.db.counts())
+        return conclude(self.db, RunSummary(self.run_id, self.paths, totals), self.started)
+
+    def hand_over(self) -> None:
+        """From now on a driver elsewhere (inside the allocation) is the only writer of
+        the state database and of the memo: close both here."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self.prepared.memo.close()
+
+    # -- how the run ends ---------------------------------------------------------
+
+    def summary(self, *, cancelled: bool = False) -> RunSummary:
+        """The run's summary, read back from its state database."""
+        return summarize(self.db, self.paths, self.run_id, self.started, cancelled)
+
+    def conclude(self, summary: RunSummary | None = None) -> RunSummary:
+        """Record how the run ended (from ``summary``, or from the state database)."""
+        return conclude(self.db, summary or self.summary(), self.started)
+
+    def follow(
+        self,
+        body: Callable[[], RunSummary | None],
+        *,
+        on_stop: Callable[[str], None] | None = None,
+        failure: str = "run failed",
+    ) -> RunSummary:
+        """Run ``body`` (this side drives or follows the run) and record its end.
+
+        Ctrl-C (and ``hpcflow cancel``) end the run as cancelled; any other exception
+        ends it as failed and propagates. Either way ``on_stop`` is told why first (to
+        cancel what was submitted), and tasks left running or pending are marked
+        cancelled. ``body`` returns the summary, or None to read it back.
+        """
+        try:
+            summary = body()
+        except KeyboardInterrupt:
+            if on_stop is not None:
+                on_stop("run cancelled")
+            mark_unfinished(self.db, "run cancelled")
+            self.db.set_meta(status=RunStatus.CANCELLED, ended=time.time())
+            return self.summary(cancelled=True)
+        except BaseException as exc:
+            if on_stop is not None:
+                on_stop(f"{failure}: {exc}")
+            mark_unfinished(self.db, f"{failure}: {exc}"[:500])
+            self.db.set_meta(status=RunStatus.FAILED, error=str(exc)[:2000], ended=time.time())
+            raise
+        return summary if summary is not None else self.conclude()
+
+    def close(self) -> None:
+        """Close what this side holds: state database, memo, lock, log file (idempotent)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+        self.prepared.memo.close()
+        self.prepared.lock.release()
+        if self._handler is not None:
+            logging.getLogger("hpcflow").removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
+
+
+def create_run(
+    prepared: PreparedRun,
+    options: RunOptions,
+    *,
+    backend: str = "local",
+    extra: dict[str, object] | None = None,
+) -> tuple[str, RunPaths, st.StateDB]:
+    """Make the run directory and its state database (every task pending or cached)."""
+    started = time.time()
+    graph = prepared.graph
+    run = prepared.decision.run
+    run_id = new_run_id()
+    paths = _create_run_dir(prepared, options, run_id, started, backend, extra or {})
+    db = st.StateDB(paths.state_db)
+    db.add_tasks(
+        (
+            inst.index,
+            inst.id,
+            graph.template(inst).spec.name,
+            prepared.factory.slug(inst),
+            inst.deps,
+            st.PENDING if run[inst.index] else st.CACHED,
+        )
+        for inst in graph.instances
+    )
+    db.set_meta(
+        run_id=run_id,
+        status=RunStatus.CREATED,
+        started=started,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        creator=ProcessIdentity.current().to_meta(),
+        workflow=str(prepared.workflow_file.resolve()),
+        backend=backend,
+        total=len(graph.instances),
+        to_run=prepared.decision.to_run,
+    )
+    write_json_atomic(paths.plan, plan_summary(prepared))
+    prepared.factory.paths = paths
+    prepared.factory.journal = prepared.state_root.journal_prefix(prepared.key, run_id)
+    return run_id, paths, db
+
+
+def plan_summary(prepared: PreparedRun) -> dict[str, object]:
+    """The resolved plan per task definition (every instance is in state.sqlite)."""
+    graph = prepared.graph
+    counts = graph.counts_by_task()
+    to_run: dict[str, int] = {}
+    for inst in graph.instances:
+        if prepared.decision.run[inst.index]:
+            name = graph.template(inst).spec.name
+            to_run[name] = to_run.get(name, 0) + 1
+    tasks = []
+    for template in graph.templates:
+        name = template.spec.name
+        tasks.append(
+            {
+                "name": name,
+                "kind": template.spec.kind,
+                "instances": counts.get(name, 0),
+                "to_run": to_run.get(name, 0),
+                "resources": template.resources.model_dump(),
+                "retries": template.retries.model_dump(),
+                "timeout": template.timeout,
+            }
+        )
+    return {
+        "workflow": graph.loaded.workflow.name,
+        "total": len(graph.instances),
+        "to_run": prepared.decision.to_run,
+        "tasks": tasks,
+    }
+
+
+def _create_run_dir(
+    prepared: PreparedRun,
+    options: RunOptions,
+    run_id: str,
+    started: float,
+    backend: str,
+    extra: dict[str, object],
+) -> RunPaths:
+    run_dir = options.run_dir or (prepared.state_root.runs / run_id)
+    run_dir = run_dir.resolve()
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise RunError(f"run directory {run_dir} is not empty", hint="choose a new --run-dir")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(run_dir, 0o700)
+        paths = RunPaths(run_dir)
+        shutil.copyfile(prepared.workflow_file, paths.workflow_copy)
+        write_json_atomic(
+            paths.run_info,
+            {
+                "run_id": run_id,
+                "workflow": str(prepared.workflow_file.resolve()),
+                "workflow_name": prepared.graph.loaded.workflow.name,
+                "started": started,
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "hpcflow": __version__,
+                "backend": backend,
+                "base_dir": str(prepared.graph.loaded.base_dir),
+                "options": {"force": options.force, "rerun": list(options.rerun)},
+                **extra,
+            },
+        )
+    except OSError as exc:
+        raise RunError(f"cannot create run directory {run_dir}: {exc}") from None
+    register_run(run_id, run_dir, str(prepared.workflow_file.resolve()), started)
+    return paths
+
+
+def conclude(db: st.StateDB, summary: RunSummary, started: float) -> RunSummary:
+    """Record the run's end from ``summary``: its status (drained, cancelled, succeeded or
+    failed) and end time."""
+    summary.elapsed = time.time() - started
+    status = summary.status
+    db.set_meta(status=status, ended=time.time())
+    log.info("run %s %s in %.1fs: %s", summary.run_id, status, summary.elapsed, summary.totals)
+    return summary
+
+
+def log_to(path: Path) -> logging.Handler:
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("hpcflow")
+    logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    return handler
+
+
+def mark_unfinished(db: st.StateDB, message: str) -> None:
+    """Mark every task still running or pending as cancelled, saying why."""
+    rows = db.tasks(states=(st.RUNNING, st.PENDING))
+    db.set_states(((r.idx, st.CANCELLED) for r in rows), message=message)
+
+
+def summarize(
+    db: st.StateDB, paths: RunPaths, run_id: str, started: float, cancelled: bool = False
+) -> RunSummary:
+    """The :class:`RunSummary` of a batch run, read back from its state database."""
+    totals: dict[str, int] = {}
+    for counts in db.counts().values():
+        for state, n in counts.items():
+            totals[state] = totals.get(state, 0) + n
+    failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
+    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)
