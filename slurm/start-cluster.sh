@@ -16,7 +16,7 @@
 #   * N nodes n1..nN (default 4), each with C CPUs (default 2) and G fake GPUs
 #     (default 2; character devices made with mknod that alias /dev/null). Each
 #     node is a "host" of its own: its own UTS, PID and mount namespaces
-#     (unshare), hostname nI, a private /tmp and /dev/shm (tmpfs), a private
+#     (unshare), hostname nI, its own boot id, a private /tmp and /dev/shm (tmpfs), a private
 #     /etc/hosts (this machine's plus "127.0.10.I nI" for every node; the submit
 #     side does not resolve node names), and a small init as PID 1
 #     (BASE_DIR/etc/node-init.sh) that mounts all that, runs `slurmd -D -N nI`
@@ -495,6 +495,12 @@ done < /proc/self/status
 echo "$host_pid" > "$RUN/node-$NODE.pid"
 mount -t proc -o nosuid,nodev,noexec proc /proc || fail "cannot mount /proc"
 hostname "$NODE" || fail "cannot set the hostname"
+# A boot id of its own, as every machine has: UCX tells a peer on this machine from
+# one on another by it (and would try shared memory across the nodes' PID
+# namespaces), and hpcflow's ProcessIdentity compares it.
+cat /proc/sys/kernel/random/uuid > "$NODES_DIR/$NODE/boot_id" \
+    && mount --bind "$NODES_DIR/$NODE/boot_id" /proc/sys/kernel/random/boot_id \
+    || fail "cannot give the node a boot id of its own"
 mount --bind "$ETC/hosts" /etc/hosts || fail "cannot bind $ETC/hosts on /etc/hosts"
 # A private /tmp: a tmpfs prepared on the node's own mount point (with what
 # --share names bound into it at the same path), then moved onto /tmp.

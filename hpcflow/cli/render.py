@@ -15,8 +15,9 @@ from hpcflow.cli._options import allocation_options, resolve_cli_profile
 @allocation_options
 @click.option(
     "--mode",
-    type=click.Choice(["pilot", "jobs"]),
-    help="pilot: the one allocation's script; jobs: every task's job script.",
+    type=click.Choice(["pilot", "jobs", "elastic"]),
+    help="pilot: the one allocation's script; jobs: every task's job script; "
+    "elastic: the worker job's script.",
 )
 def command(
     workflow: Path,
@@ -27,10 +28,12 @@ def command(
     walltime: str | None,
     mode: str | None,
 ) -> None:
-    """Print the batch script for WORKFLOW (the run id is a placeholder until submitted)."""
+    """Print the batch script(s) for WORKFLOW (the run id is a placeholder until
+    submitted): the pilot allocation's, every job of jobs mode, or elastic mode's worker
+    job, as the profile's mode says (``--mode`` overrides it)."""
     from hpcflow.backends.registry import get_backend
     from hpcflow.dag.graph import build_graph
-    from hpcflow.modes.pilot import plan_pilot
+    from hpcflow.modes.registry import render_scripts
     from hpcflow.spec.loader import load_workflow
     from hpcflow.store.paths import RunPaths, StateRoot
 
@@ -46,13 +49,7 @@ def command(
     run_id = "RUN_ID"
     paths = RunPaths(StateRoot.beside(workflow).runs / run_id)
     backend = get_backend(resolved.backend, profile=resolved)
-    if resolved.mode == "jobs":
-        from hpcflow.modes.jobs import render_all
-
-        for unit, script in render_all(graph, resolved, backend, paths, run_id):
-            noun = "instance" if unit.size == 1 else "instances"
-            click.echo(f"# ---- job {unit.number} ({unit.size} {noun}) ----")
-            click.echo(script, nl=False)
-        return
-    plan = plan_pilot(resolved, paths, run_id, graph.loaded.base_dir)
-    click.echo(backend.render(plan.request), nl=False)
+    for heading, script in render_scripts(graph, resolved, backend, paths, run_id):
+        if heading is not None:
+            click.echo(f"# ---- {heading} ----")
+        click.echo(script, nl=False)

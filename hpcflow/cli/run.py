@@ -91,6 +91,7 @@ def command(
     from hpcflow.cli import console as ui
     from hpcflow.engine.prepare import RunOptions, prepare
     from hpcflow.modes.local import run_local
+    from hpcflow.modes.registry import mode_of, runner_for
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -146,10 +147,9 @@ def command(
                 observer=observer,
                 layout=layout,
             )
-        if resolved.backend == "local":
+        if mode_of(resolved) == "local":
             return run_local(prepared, options, observer=observer)
         from hpcflow.backends.registry import get_backend
-        from hpcflow.modes.pilot import run_pilot
 
         def submitted(native_id: str, paths) -> None:  # type: ignore[no-untyped-def]
             out.print(
@@ -159,16 +159,7 @@ def command(
             )
 
         backend = get_backend(resolved.backend, profile=resolved)
-        if resolved.mode == "jobs":
-            from hpcflow.modes.jobs import run_jobs
-
-            run_mode = run_jobs
-        elif resolved.mode == "elastic":
-            from hpcflow.modes.elastic import run_elastic
-
-            run_mode = run_elastic
-        else:
-            run_mode = run_pilot
+        run_mode = runner_for(mode_of(resolved))
         return run_mode(
             prepared,
             options,

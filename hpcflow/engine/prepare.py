@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import socket
 from collections.abc import Iterator
@@ -18,8 +19,10 @@ from hpcflow.errors import RunError
 from hpcflow.spec.loader import load_workflow, parse_workflow
 from hpcflow.store import statedb as st
 from hpcflow.store.lock import RunLock
-from hpcflow.store.memo import Memo
+from hpcflow.store.memo import Memo, MemoEntry, read_run_journals
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -113,13 +116,22 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     if len(rows) != len(graph.instances) or any(r.id != graph.instances[r.idx].id for r in rows):
         db.close()
         raise RunError(f"the tasks recorded in {paths.state_db} do not match the workflow copy")
-    run = [r.state not in (st.SUCCEEDED, st.CACHED) for r in rows]
-    reasons = ["not finished" if r else "done" for r in run]
+    run_id = str(info["run_id"])
     root = StateRoot.beside(original)
     key = workflow_key(original)
     memo = Memo(root.memo_db, key)
     factory = CallFactory(graph, paths)
-    factory.journal = root.journal_prefix(key, str(info["run_id"]))
+    factory.journal = root.journal_prefix(key, run_id)
+    recovered = _journaled_successes(graph, factory, rows, root.journal_dir(key), run_id)
+    if recovered:
+        # An earlier allocation of this run finished them but was killed before it
+        # committed them: record them now, never run them again.
+        db.set_states(((i, st.SUCCEEDED) for i in recovered), message="finished (journal)")
+        memo.record(recovered.values())
+        memo.flush()
+        log.info("%d task(s) finished by an earlier allocation, from its journal", len(recovered))
+    run = [r.state not in (st.SUCCEEDED, st.CACHED) and r.idx not in recovered for r in rows]
+    reasons = ["not finished" if r else "done" for r in run]
     prepared = PreparedRun(
         original,
         graph,
@@ -131,4 +143,24 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
         key,
     )
     # Attempts continue their numbering across allocations.
-    return prepared, db, str(info["run_id"])
+    return prepared, db, run_id
+
+
+def _journaled_successes(
+    graph: TaskGraph,
+    factory: CallFactory,
+    rows: list[st.TaskRow],
+    folder: Path,
+    run_id: str,
+) -> dict[int, MemoEntry]:
+    """Tasks of ``run_id`` not recorded as done whose success is in the run's own
+    journals (same task, same fingerprint), by index."""
+    entries = {entry.task_id: entry for entry in read_run_journals(folder, run_id)}
+    found: dict[int, MemoEntry] = {}
+    for row in rows:
+        entry = entries.get(row.id)
+        if entry is None or row.state in (st.SUCCEEDED, st.CACHED):
+            continue
+        if entry.fingerprint == factory.fingerprint(graph.instances[row.idx]):
+            found[row.idx] = entry
+    return found

@@ -125,6 +125,17 @@ def read_journal(path: Path, run_id: str) -> list[MemoEntry]:
     return entries
 
 
+def read_run_journals(folder: Path, run_id: str) -> list[MemoEntry]:
+    """The successes in every journal file of ``run_id`` (one per process that ran
+    tasks for it), oldest file first."""
+    try:
+        files = sorted(p for p in folder.iterdir() if p.name.startswith(run_id + "."))
+    except FileNotFoundError:
+        return []
+    return [entry for path in files if path.name.endswith(".jsonl")
+            for entry in read_journal(path, run_id)]  # fmt: skip
+
+
 def remove_journals(folder: Path, run_id: str) -> None:
     """Remove ``run_id``'s journal files (its successes are committed to the memo)."""
     try:

@@ -30,3 +30,23 @@ def test_render_jobs_mode(example, hpcflow, env, profile, array, after):
     assert released.returncode == 0, released.output
     assert released.stdout.count("# ---- job ") == 4  # 50 + 50 + 20, then reduce
     assert "afterok" not in released.stdout
+
+
+@pytest.mark.parametrize(
+    ("how", "expected", "absent"),
+    [
+        # The profile's own mode decides, as it does for `hpcflow run`.
+        ({"HPCFLOW_MODE": "elastic"}, "distributed.cli.dask_worker", "hpcflow.bootstrap"),
+        ({"HPCFLOW_MODE": "jobs"}, "hpcflow.modes.jobtask", "dask_worker"),
+        ({}, "hpcflow.bootstrap", "dask_worker"),
+    ],
+)
+def test_render_follows_the_mode_run_would_take(example, hpcflow, env, how, expected, absent):
+    wf = example("sweep")
+    env.update(how)
+    result = hpcflow("render", str(wf), "--profile", "slurm-test")
+    assert result.returncode == 0, result.output
+    assert expected in result.stdout and absent not in result.stdout
+    if how.get("HPCFLOW_MODE") == "elastic":
+        assert result.stdout.startswith("# ---- elastic worker job")
+        assert "#SBATCH" in result.stdout and "SCHEDULER:PORT" in result.stdout

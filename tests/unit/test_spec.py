@@ -1,9 +1,13 @@
 """Unit tests of the workflow loader (hpcflow.spec): valid files, and every kind of problem
-with the exact file:line:column it is reported at."""
+with the exact file:line:column it is reported at.
+
+Problem tests are table-driven: each row is a workflow text and the problems it must raise,
+in the order they are reported (unless the row says ordered=False)."""
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,14 +39,90 @@ def problems(text: str) -> list[SpecProblem]:
     return err.problems
 
 
-def one_problem(text: str) -> SpecProblem:
-    found = problems(text)
-    assert len(found) == 1, [p.render() for p in found]
-    return found[0]
-
-
 def at(p: SpecProblem) -> tuple[int | None, int | None]:
     return (p.line, p.column)
+
+
+# -- how a case table describes the problems it expects ---------------------------------------
+
+
+class Starts(str):
+    """The actual text must start with this."""
+
+
+class Has(tuple):
+    """The actual text must contain each of these fragments."""
+
+    def __new__(cls, *fragments: str) -> Has:
+        return super().__new__(cls, fragments)
+
+
+# Plain text must match exactly; a plain tuple of expectations must all hold.
+Text = str | Starts | Has | tuple
+NO_HINT = "<no hint>"  # the problem must have no hint at all
+
+
+def fits(actual: str | None, expected: Text) -> bool:
+    if isinstance(expected, Starts):
+        return actual is not None and actual.startswith(expected)
+    if isinstance(expected, Has):
+        return actual is not None and all(f in actual for f in expected)
+    if isinstance(expected, tuple):
+        return all(fits(actual, e) for e in expected)
+    return actual == expected
+
+
+@dataclass(frozen=True)
+class P:
+    """One expected problem; a field left as None is not checked."""
+
+    at: tuple[int | None, int | None] | None = None  # (line, column)
+    where: Text | None = None
+    msg: Text | None = None
+    hint: Text | None = None  # NO_HINT: must be None
+    line: int | None = None  # the line alone, where the column is not the point
+
+    def fits(self, p: SpecProblem) -> bool:
+        return (
+            (self.at is None or at(p) == self.at)
+            and (self.line is None or p.line == self.line)
+            and (self.where is None or fits(p.where, self.where))
+            and (self.msg is None or fits(p.message, self.msg))
+            and (
+                self.hint is None
+                or (p.hint is None if self.hint == NO_HINT else fits(p.hint, self.hint))
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Case:
+    text: str
+    expected: tuple[P, ...]
+    ordered: bool = True
+
+    def check(self) -> None:
+        found = problems(self.text)
+        shown = [p.render() for p in found]
+        assert len(found) == len(self.expected), shown
+        if self.ordered:
+            for p, e in zip(found, self.expected):
+                assert e.fits(p), (p, e)
+            return
+        left = list(found)
+        for e in self.expected:
+            match = [i for i, p in enumerate(left) if e.fits(p)]
+            assert match, (e, shown)
+            left.pop(match[0])
+
+
+def case(id: str, text: str, *expected: P, ordered: bool = True) -> object:
+    return pytest.param(Case(text, expected, ordered), id=id)
+
+
+def one_task(*lines: str) -> str:
+    """A workflow of one task, 'a', with these lines under it."""
+    return "name: w\ntasks:\n  - name: a\n" + "".join(f"    {line}\n" for line in lines)
 
 
 # -- valid workflows --------------------------------------------------------------------------
@@ -139,73 +219,55 @@ def test_spec_error_is_an_hpcflow_error_with_first_location() -> None:
 
 # -- YAML-level problems ----------------------------------------------------------------------
 
-
-def test_yaml_syntax_error_hints_to_quote_placeholders_in_flow_lists() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            foreach: {i: [1, 2]}
-            command: touch {outputs}
-            outputs: [out_{i}.txt]
-        """)
-    assert at(p) == (6, 19)  # the '{' of out_{i}
-    assert p.message.startswith("YAML syntax error:")
-    assert p.hint is not None and '["out_{i}.txt"]' in p.hint
-
-
-def test_yaml_syntax_error_without_braces_has_no_hint() -> None:
-    p = one_problem("""
+YAML_CASES = [
+    case(
+        "flow-list-braces-hint-to-quote",
+        one_task("foreach: {i: [1, 2]}", "command: touch {outputs}", "outputs: [out_{i}.txt]"),
+        # at the '{' of out_{i}
+        P((6, 19), msg=Starts("YAML syntax error:"), hint=Has('["out_{i}.txt"]')),
+    ),
+    case(
+        "syntax-error-without-braces-has-no-hint",
+        """
         name: w
         tasks:
           - name: a
             command: x
           bad: [
-        """)
-    assert at(p) == (5, 3)
-    assert p.message.startswith("YAML syntax error:")
-    assert p.hint is None
-
-
-def test_tab_indentation_is_a_syntax_error() -> None:
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks:\n\t- name: a\n", FILE)
-    (p,) = info.value.problems
-    assert at(p) == (3, 1)
-    assert "YAML syntax error" in p.message
-
-
-def test_duplicate_yaml_keys() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            command: y
-        """)
-    assert at(p) == (5, 5)
-    assert p.where == "tasks[0].command"
-    assert p.message == "duplicate key 'command'"
-    assert p.hint == "first defined on line 4"
-
-
-def test_duplicate_top_level_keys_are_all_reported() -> None:
-    found = problems("""
+        """,
+        P((5, 3), msg=Starts("YAML syntax error:"), hint=NO_HINT),
+    ),
+    case(
+        "tab-indentation",
+        "name: w\ntasks:\n\t- name: a\n",
+        P((3, 1), msg=Has("YAML syntax error")),
+    ),
+    case(
+        "several-documents",
+        "name: w\n---\nname: v\n",
+        P(line=2, msg=Has("YAML syntax error")),
+    ),
+    case(
+        "duplicate-key",
+        one_task("command: x", "command: y"),
+        P((5, 5), "tasks[0].command", "duplicate key 'command'", "first defined on line 4"),
+    ),
+    case(
+        "duplicate-top-level-keys-all-reported",
+        """
         name: w
         name: v
         tasks:
           - name: a
             command: x
         tasks: []
-        """)
-    assert [(at(p), p.message) for p in found] == [
-        ((2, 1), "duplicate key 'name'"),
-        ((6, 1), "duplicate key 'tasks'"),
-    ]
-
-
-def test_yaml_merge_keys_are_rejected() -> None:
-    p = one_problem("""
+        """,
+        P((2, 1), msg="duplicate key 'name'"),
+        P((6, 1), msg="duplicate key 'tasks'"),
+    ),
+    case(
+        "merge-key",
+        """
         name: w
         tasks:
           - &base
@@ -213,23 +275,75 @@ def test_yaml_merge_keys_are_rejected() -> None:
             command: x
           - <<: *base
             name: b
-        """)
-    assert at(p) == (6, 5)
-    assert "merge keys" in p.message
-    assert p.hint is not None and "defaults" in p.hint
+        """,
+        P((6, 5), msg=Has("merge keys"), hint=Has("defaults")),
+    ),
+    case(
+        "non-text-key",
+        one_task("command: x", "params:", "  [a, b]: 1"),
+        P((6, 7), msg="keys must be plain text"),
+    ),
+    case(
+        "bad-standard-tag",
+        one_task("command: x", "params: {n: !!int abc}"),
+        P((5, 17), "tasks[0].params.n", "cannot read 'abc' as !!int"),
+    ),
+    case(
+        # 30 block levels and 40 flow levels: each within the scanner's limit, too deep together.
+        "nested-too-deeply-block-and-flow",
+        "name: w\ntasks:\n" + "- " * 30 + "[" * 40 + "]" * 40 + "\n",
+        P(
+            line=3,
+            where=Starts("tasks[0][0]"),
+            msg="document nested too deeply (over 64 levels)",
+        ),
+    ),
+    case(
+        # PyYAML's scanner is quadratic in the depth of '[': stop at 64 levels.
+        "very-deep-flow-nesting-is-quick",
+        "name: w\ntasks: " + "[" * 50_000 + "]" * 50_000 + "\n",
+        P(
+            (2, 8 + 64),
+            msg="YAML syntax error: [...] and {...} nested more than 64 deep",
+            hint=NO_HINT,
+        ),
+    ),
+    case(
+        # PyYAML composes recursively: this must not escape as RecursionError.
+        "very-deep-block-nesting",
+        "name: w\ntasks:\n" + "- " * 20_000 + "x\n",
+        P(msg=Has("nested too deeply")),
+    ),
+    case("recursive-alias", "name: w\ntasks: &a [*a]\n", P(msg=Has("nested too deeply"))),
+    *[
+        case(
+            f"control-character-{where}",
+            text,
+            P(position, msg=f"character U+{ord(char):04X} is not allowed in a YAML file"),
+        )
+        for where, char, text, position in [
+            ("in-a-key", "\x01", "name: w\ntasks:\n  - na\x01me: a\n", (3, 7)),
+            ("at-the-start", "\x7f", "\x7fname: w\n", (1, 1)),
+            ("as-a-value", "\ud800", "name: w\ntasks: \ud800\n", (2, 8)),
+        ]
+    ],
+    *[
+        case(f"not-a-mapping-{id}", text, P(position, msg=Has("must be a mapping")))
+        for id, text, position in [
+            ("empty", "", (None, None)),
+            ("only-a-comment", "# only a comment\n", (None, None)),
+            ("list", "- a\n- b\n", (1, 1)),
+            ("text", "just text\n", (1, 1)),
+            ("number", "42\n", (1, 1)),
+            ("null-document", "---\nnull\n", (2, 1)),
+        ]
+    ],
+]
 
 
-def test_non_text_keys_are_rejected() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            params:
-              [a, b]: 1
-        """)
-    assert at(p) == (6, 7)
-    assert p.message == "keys must be plain text"
+@pytest.mark.parametrize("case", YAML_CASES)
+def test_yaml_problems(case: Case) -> None:
+    case.check()
 
 
 def test_keys_keep_their_text() -> None:
@@ -250,53 +364,6 @@ def test_keys_keep_their_text() -> None:
     assert task.params == {"yes": 1}
 
 
-def test_bad_standard_tag_is_a_positioned_problem() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            params: {n: !!int abc}
-        """)
-    assert at(p) == (5, 17)
-    assert p.where == "tasks[0].params.n"
-    assert p.message == "cannot read 'abc' as !!int"
-
-
-def test_document_nested_too_deeply() -> None:
-    # 30 block levels and 40 flow levels: each within the scanner's limit, too deep together.
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks:\n" + "- " * 30 + "[" * 40 + "]" * 40 + "\n", FILE)
-    (p,) = info.value.problems
-    assert p.message == "document nested too deeply (over 64 levels)"
-    assert p.line == 3
-    assert p.where.startswith("tasks[0][0]")
-
-
-def test_very_deep_flow_nesting_is_a_quick_spec_error() -> None:
-    # PyYAML's scanner is quadratic in the depth of '[': stop at 64 levels.
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks: " + "[" * 50_000 + "]" * 50_000 + "\n", FILE)
-    (p,) = info.value.problems
-    assert at(p) == (2, 8 + 64)
-    assert p.message == "YAML syntax error: [...] and {...} nested more than 64 deep"
-    assert p.hint is None
-
-
-def test_very_deep_block_nesting_is_a_spec_error() -> None:
-    # PyYAML composes recursively: this must not escape as RecursionError.
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks:\n" + "- " * 20_000 + "x\n", FILE)
-    (p,) = info.value.problems
-    assert "nested too deeply" in p.message
-
-
-def test_recursive_alias_is_a_spec_error() -> None:
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\ntasks: &a [*a]\n", FILE)
-    assert any("nested too deeply" in p.message for p in info.value.problems)
-
-
 def test_alias_bomb_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     from hpcflow.spec import yamlpos
 
@@ -311,97 +378,39 @@ def test_alias_bomb_is_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
     assert p.message.startswith("document too large (over 1,000 values")
 
 
-@pytest.mark.parametrize(
-    ("char", "position"), [("\x01", (3, 7)), ("\x7f", (1, 1)), ("\ud800", (2, 8))]
-)
-def test_control_characters_are_positioned(char: str, position: tuple[int, int]) -> None:
-    text = {
-        (3, 7): f"name: w\ntasks:\n  - na{char}me: a\n",
-        (1, 1): f"{char}name: w\n",
-        (2, 8): f"name: w\ntasks: {char}\n",
-    }[position]
-    with pytest.raises(SpecError) as info:
-        parse_workflow(text, FILE)
-    (p,) = info.value.problems
-    assert at(p) == position
-    assert p.message == f"character U+{ord(char):04X} is not allowed in a YAML file"
+# -- unknown keys -----------------------------------------------------------------------------
 
-
-@pytest.mark.parametrize(
-    ("text", "position"),
-    [
-        ("", (None, None)),
-        ("# only a comment\n", (None, None)),
-        ("- a\n- b\n", (1, 1)),
-        ("just text\n", (1, 1)),
-        ("42\n", (1, 1)),
-        ("---\nnull\n", (2, 1)),
-    ],
-)
-def test_a_document_that_is_not_a_mapping(
-    text: str, position: tuple[int | None, int | None]
-) -> None:
-    with pytest.raises(SpecError) as info:
-        parse_workflow(text, FILE)
-    (p,) = info.value.problems
-    assert p.file == FILE
-    assert "must be a mapping" in p.message
-    assert at(p) == position
-
-
-def test_several_documents_are_a_syntax_error() -> None:
-    with pytest.raises(SpecError) as info:
-        parse_workflow("name: w\n---\nname: v\n", FILE)
-    (p,) = info.value.problems
-    assert p.line == 2
-    assert "YAML syntax error" in p.message
-
-
-# -- shape and type problems ------------------------------------------------------------------
-
-
-def test_unknown_top_level_key_suggests_the_right_one() -> None:
-    p = one_problem("""
+UNKNOWN_KEY_CASES = [
+    case(
+        "top-level-did-you-mean",
+        """
         name: w
         descriptoin: typo
         tasks:
           - name: a
             command: x
-        """)
-    assert at(p) == (2, 1)
-    assert p.where == "descriptoin"
-    assert p.message == "unknown key 'descriptoin'"
-    assert p.hint == "did you mean 'description'?"
-
-
-def test_unknown_key_without_close_match_lists_allowed_keys() -> None:
-    p = one_problem("""
+        """,
+        P((2, 1), "descriptoin", "unknown key 'descriptoin'", "did you mean 'description'?"),
+    ),
+    case(
+        "top-level-without-close-match-lists-allowed-keys",
+        """
         name: w
         zzz: 1
         tasks:
           - name: a
             command: x
-        """)
-    assert at(p) == (2, 1)
-    assert p.hint is not None and p.hint.startswith("allowed keys: ")
-    assert "tasks" in p.hint and "defaults" in p.hint
-
-
-def test_unknown_task_key_suggests_the_right_one() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            ouputs: [x.txt]
-        """)
-    assert at(p) == (5, 5)
-    assert p.where == "tasks[0].ouputs"
-    assert p.hint == "did you mean 'outputs'?"
-
-
-def test_unknown_resource_keys_in_task_and_defaults() -> None:
-    found = problems("""
+        """,
+        P((2, 1), hint=(Starts("allowed keys: "), Has("tasks", "defaults"))),
+    ),
+    case(
+        "task-did-you-mean",
+        one_task("command: x", "ouputs: [x.txt]"),
+        P((5, 5), "tasks[0].ouputs", hint="did you mean 'outputs'?"),
+    ),
+    case(
+        "resources-in-task-and-defaults",
+        """
         name: w
         defaults:
           resources: {cpus: 2, memroy: 1GB}
@@ -410,160 +419,138 @@ def test_unknown_resource_keys_in_task_and_defaults() -> None:
             command: x
             resources:
               cpu: 2
-        """)
-    by_where = {p.where: p for p in found}
-    assert set(by_where) == {"defaults.resources.memroy", "tasks[0].resources.cpu"}
-    assert at(by_where["defaults.resources.memroy"]) == (3, 24)
-    assert by_where["defaults.resources.memroy"].hint == "did you mean 'memory'?"
-    assert at(by_where["tasks[0].resources.cpu"]) == (8, 7)
-    assert by_where["tasks[0].resources.cpu"].hint == "did you mean 'cpus'?"
+        """,
+        P((3, 24), "defaults.resources.memroy", hint="did you mean 'memory'?"),
+        P((8, 7), "tasks[0].resources.cpu", hint="did you mean 'cpus'?"),
+        ordered=False,
+    ),
+    case(
+        "retries-did-you-mean",
+        one_task("command: x", "retries: {attempts: 2, bakcoff: 5s}"),
+        P((5, 28), hint="did you mean 'backoff'?"),
+    ),
+]
 
 
-def test_unknown_retries_key_suggests_the_right_one() -> None:
-    p = one_problem("""
-        name: w
+@pytest.mark.parametrize("case", UNKNOWN_KEY_CASES)
+def test_unknown_keys(case: Case) -> None:
+    case.check()
+
+
+# -- wrong types, wrong values and missing keys -----------------------------------------------
+
+SHAPE_CASES = [
+    case(
+        "cpus-wrong-type-points-at-the-value",
+        one_task("command: x", "resources:", "  cpus: many"),
+        P((6, 13), "tasks[0].resources.cpus", Has("integer")),
+    ),
+    case(
+        "cpus-not-positive",
+        one_task("command: x", "resources: {cpus: 0}"),
+        P((5, 23), msg=Has("greater than 0")),
+    ),
+    case("tasks-not-a-list", "name: w\ntasks: {a: 1}\n", P((2, 8), "tasks")),
+    case("tasks-empty", "name: w\ntasks: []\n", P((2, 8), msg=Has("at least 1"))),
+    case(
+        "parameter-not-plain",
+        one_task("command: x", "params: {p: {nested: 1}}"),
+        P((5, 17), msg="a parameter must be text, a number, true/false, or a list of those"),
+    ),
+    case(
+        "missing-workflow-name",
+        """
         tasks:
           - name: a
             command: x
-            retries: {attempts: 2, bakcoff: 5s}
-        """)
-    assert at(p) == (5, 28)
-    assert p.hint == "did you mean 'backoff'?"
-
-
-def test_wrong_type_points_at_the_value() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            resources:
-              cpus: many
-        """)
-    assert at(p) == (6, 13)
-    assert p.where == "tasks[0].resources.cpus"
-    assert "integer" in p.message
-
-
-def test_non_positive_cpus() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            resources: {cpus: 0}
-        """)
-    assert at(p) == (5, 23)
-    assert "greater than 0" in p.message
-
-
-def test_tasks_must_be_a_non_empty_list() -> None:
-    p = one_problem("name: w\ntasks: {a: 1}\n")
-    assert at(p) == (2, 8)
-    assert p.where == "tasks"
-    p = one_problem("name: w\ntasks: []\n")
-    assert at(p) == (2, 8)
-    assert "at least 1" in p.message
-
-
-def test_bad_parameter_value_has_a_plain_message() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            params: {p: {nested: 1}}
-        """)
-    assert at(p) == (5, 17)
-    assert p.message == "a parameter must be text, a number, true/false, or a list of those"
-
-
-def test_missing_workflow_name() -> None:
-    p = one_problem("""
-        tasks:
-          - name: a
-            command: x
-        """)
-    assert at(p) == (1, 1)
-    assert p.message == "missing required key 'name'"
-
-
-def test_missing_tasks_and_name_are_reported_together() -> None:
-    found = problems("description: nothing\n")
-    assert sorted(p.message for p in found) == [
-        "missing required key 'name'",
-        "missing required key 'tasks'",
-    ]
-    assert all(at(p) == (1, 1) for p in found)
-
-
-def test_missing_task_name_points_at_the_task() -> None:
-    p = one_problem("""
+        """,
+        P((1, 1), msg="missing required key 'name'"),
+    ),
+    case(
+        "missing-name-and-tasks-together",
+        "description: nothing\n",
+        P((1, 1), msg="missing required key 'name'"),
+        P((1, 1), msg="missing required key 'tasks'"),
+        ordered=False,
+    ),
+    case(
+        "missing-task-name-points-at-the-task",
+        """
         name: w
         tasks:
           - name: a
             command: x
           - command: y
-        """)
-    assert at(p) == (5, 5)
-    assert p.where == "tasks[1]"
-    assert p.message == "missing required key 'name'"
-
-
-def test_empty_task_name() -> None:
-    p = one_problem("""
+        """,
+        P((5, 5), "tasks[1]", "missing required key 'name'"),
+    ),
+    case(
+        "empty-task-name",
+        'name: w\ntasks:\n  - name: ""\n    command: x\n',
+        P((3, 11), msg=Has("at least 1 character")),
+    ),
+    case(
+        "task-with-two-actions",
+        one_task("command: x", "argv: [x]"),
+        P(
+            (3, 5),
+            "tasks[0]",
+            "a task needs exactly one of 'command', 'argv' or 'python' (it has command, argv)",
+        ),
+    ),
+    case(
+        "task-with-no-action",
+        one_task("outputs: [x]"),
+        P((3, 5), msg="a task needs exactly one of 'command', 'argv' or 'python'"),
+    ),
+    case(
+        "empty-argv",
+        one_task("argv: []"),
+        P((4, 11), "tasks[0].argv"),
+    ),
+    case(
+        "several-shape-problems-together",
+        """
         name: w
         tasks:
-          - name: ""
+          - name: a
             command: x
-        """)
-    assert at(p) == (3, 11)
-    assert "at least 1 character" in p.message
+            resources: {cpus: -1}
+          - name: b
+            command: y
+            timeout: soon
+            extra: 1
+        """,
+        P((5, 23), "tasks[0].resources.cpus"),
+        P((8, 14), "tasks[1].timeout"),
+        P((9, 5), "tasks[1].extra"),
+        ordered=False,
+    ),
+    *[
+        case(f"retries-{id}", one_task(f"retries: {value}", "command: x"), P(position, where))
+        for id, value, position, where in [
+            ("negative", "-1", (4, 14), "tasks[0].retries"),
+            ("bool", "true", (4, 14), "tasks[0].retries"),
+            ("negative-attempts", "{attempts: -1}", (4, 25), "tasks[0].retries.attempts"),
+            ("factor-below-1", "{factor: 0.5}", (4, 23), "tasks[0].retries.factor"),
+            ("bad-backoff", "{backoff: whenever}", (4, 24), "tasks[0].retries.backoff"),
+            ("list", "[1]", (4, 14), "tasks[0].retries"),
+        ]
+    ],
+]
 
 
-def test_task_with_two_actions() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            argv: [x]
-        """)
-    assert at(p) == (3, 5)
-    assert p.where == "tasks[0]"
-    assert (
-        p.message
-        == "a task needs exactly one of 'command', 'argv' or 'python' (it has command, argv)"
-    )
+@pytest.mark.parametrize("case", SHAPE_CASES)
+def test_shape_problems(case: Case) -> None:
+    case.check()
 
 
-def test_task_with_no_action() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            outputs: [x]
-        """)
-    assert at(p) == (3, 5)
-    assert p.message == "a task needs exactly one of 'command', 'argv' or 'python'"
+# -- task names and needs ---------------------------------------------------------------------
 
-
-def test_empty_argv() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            argv: []
-        """)
-    assert at(p) == (4, 11)
-    assert p.where == "tasks[0].argv"
-
-
-# -- whole-document checks --------------------------------------------------------------------
-
-
-def test_duplicate_task_names() -> None:
-    p = one_problem("""
+NEEDS_CASES = [
+    case(
+        "duplicate-task-name",
+        """
         name: w
         tasks:
           - name: a
@@ -572,15 +559,17 @@ def test_duplicate_task_names() -> None:
             command: x
           - name: a
             command: y
-        """)
-    assert at(p) == (7, 11)
-    assert p.where == "tasks[2].name"
-    assert p.message == "duplicate task name 'a'"
-    assert p.hint == "first used by tasks[0]; names must be unique"
-
-
-def test_needs_unknown_task_with_did_you_mean() -> None:
-    p = one_problem("""
+        """,
+        P(
+            (7, 11),
+            "tasks[2].name",
+            "duplicate task name 'a'",
+            "first used by tasks[0]; names must be unique",
+        ),
+    ),
+    case(
+        "needs-unknown-did-you-mean",
+        """
         name: w
         tasks:
           - name: simulate
@@ -588,15 +577,12 @@ def test_needs_unknown_task_with_did_you_mean() -> None:
           - name: reduce
             needs: [simulte]
             command: y
-        """)
-    assert at(p) == (6, 13)
-    assert p.where == "tasks[1].needs[0]"
-    assert p.message == "needs unknown task 'simulte'"
-    assert p.hint == "did you mean 'simulate'?"
-
-
-def test_needs_unknown_task_without_close_match_lists_tasks() -> None:
-    p = one_problem("""
+        """,
+        P((6, 13), "tasks[1].needs[0]", "needs unknown task 'simulte'", "did you mean 'simulate'?"),
+    ),
+    case(
+        "needs-unknown-lists-tasks",
+        """
         name: w
         tasks:
           - name: simulate
@@ -606,51 +592,56 @@ def test_needs_unknown_task_without_close_match_lists_tasks() -> None:
               - simulate
               - qqq
             command: y
-        """)
-    assert at(p) == (8, 9)
-    assert p.where == "tasks[1].needs[1]"
-    assert p.hint == "tasks are: simulate, reduce"
-
-
-def test_task_cannot_need_itself() -> None:
-    p = one_problem("""
+        """,
+        P((8, 9), "tasks[1].needs[1]", hint="tasks are: simulate, reduce"),
+    ),
+    case(
+        "needs-itself",
+        one_task("needs: [a]", "command: x"),
+        P((4, 13), msg="a task cannot need itself"),
+    ),
+    case(
+        "problems-of-every-kind-together",
+        """
         name: w
         tasks:
           - name: a
-            needs: [a]
-            command: x
-        """)
-    assert at(p) == (4, 13)
-    assert p.message == "a task cannot need itself"
-
-
-def test_undefined_placeholder_with_did_you_mean() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
+            needs: [zzzz]
+            command: echo {nope}
           - name: a
-            foreach: {seed: [1, 2]}
-            command: run --seed {sed}
-        """)
-    assert at(p) == (5, 14)
-    assert p.where == "tasks[0].command"
-    assert p.message == "undefined placeholder {sed}"
-    assert p.hint == "did you mean {seed}?"
+            python: not-a-callable
+            foreach: {seed: []}
+        """,
+        P((6, 11), msg="duplicate task name 'a'"),
+        P((5, 14), msg="undefined placeholder {nope}"),
+        P((4, 13), msg="needs unknown task 'zzzz'"),
+        P((8, 21), msg="a swept parameter needs at least one value"),
+        P((7, 13), msg="'not-a-callable' is not 'package.module:function'"),
+    ),
+]
 
 
-def test_undefined_placeholder_without_close_match_explains_escaping() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            command: echo {zzz}
-        """)
-    assert p.hint is not None
-    assert "{{zzz}}" in p.hint and "params" in p.hint
+@pytest.mark.parametrize("case", NEEDS_CASES)
+def test_name_and_needs_problems(case: Case) -> None:
+    case.check()
 
 
-def test_undefined_placeholders_everywhere_are_all_reported() -> None:
-    found = problems("""
+# -- placeholders -----------------------------------------------------------------------------
+
+PLACEHOLDER_CASES = [
+    case(
+        "undefined-did-you-mean",
+        one_task("foreach: {seed: [1, 2]}", "command: run --seed {sed}"),
+        P((5, 14), "tasks[0].command", "undefined placeholder {sed}", "did you mean {seed}?"),
+    ),
+    case(
+        "undefined-without-close-match-explains-escaping",
+        one_task("command: echo {zzz}"),
+        P(hint=Has("{{zzz}}", "params")),
+    ),
+    case(
+        "undefined-everywhere-all-reported",
+        """
         name: w
         tasks:
           - name: a
@@ -659,16 +650,63 @@ def test_undefined_placeholders_everywhere_are_all_reported() -> None:
             outputs: ["out-{z}.txt", "{inputs}.bak"]
             workdir: "runs/{w}"
             env: {V: "{v}"}
-        """)
-    assert [(at(p), p.where, p.message) for p in found] == [
-        ((4, 18), "tasks[0].argv[1]", "undefined placeholder {x}"),
-        ((5, 14), "tasks[0].inputs[0]", "undefined placeholder {y}"),
-        ((6, 15), "tasks[0].outputs[0]", "undefined placeholder {z}"),
+        """,
+        P((4, 18), "tasks[0].argv[1]", "undefined placeholder {x}"),
+        P((5, 14), "tasks[0].inputs[0]", "undefined placeholder {y}"),
+        P((6, 15), "tasks[0].outputs[0]", "undefined placeholder {z}"),
         # {inputs} and {outputs} exist only in commands and argv.
-        ((6, 30), "tasks[0].outputs[1]", "undefined placeholder {inputs}"),
-        ((7, 14), "tasks[0].workdir", "undefined placeholder {w}"),
-        ((8, 14), "tasks[0].env.V", "undefined placeholder {v}"),
-    ]
+        P((6, 30), "tasks[0].outputs[1]", "undefined placeholder {inputs}"),
+        P((7, 14), "tasks[0].workdir", "undefined placeholder {w}"),
+        P((8, 14), "tasks[0].env.V", "undefined placeholder {v}"),
+    ),
+    case(
+        "inherited-must-be-defined-by-every-task",
+        """
+        name: w
+        workdir: "runs/{tag}"
+        defaults:
+          env: {SEED: "{seed}"}
+          workdir: "{seed}"
+        tasks:
+          - name: a
+            foreach: {seed: [1, 2]}
+            params: {tag: x}
+            command: x
+          - name: b
+            command: y
+            env: {SEED: "0"}
+        """,
+        P((2, 10), "workdir", (Starts("undefined placeholder {tag} ("), Has("'b'"))),
+        P((5, 12), "defaults.workdir", Starts("undefined placeholder {seed} (")),
+    ),
+    *[
+        case(
+            f"reserved-name-as-param-{name}",
+            one_task(f"params: {{{name}: 1}}", "command: x"),
+            P(
+                (4, 14 + len(name) + 2),
+                f"tasks[0].params.{name}",
+                f"{name!r} is a reserved placeholder name; choose another parameter name",
+            ),
+        )
+        for name in ["inputs", "outputs"]
+    ],
+    case(
+        "reserved-name-in-foreach",
+        one_task("foreach: {outputs: [1, 2]}", "command: x"),
+        P((4, 14), "tasks[0].foreach", Has("reserved placeholder name")),
+    ),
+    case(
+        "both-swept-and-constant",
+        one_task("foreach: {seed: [1, 2]}", "params: {seed: 3}", "command: x"),
+        P((5, 14), msg="parameter 'seed' is both swept and constant"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", PLACEHOLDER_CASES)
+def test_placeholder_problems(case: Case) -> None:
+    case.check()
 
 
 def test_placeholders_from_params_and_builtins_are_defined() -> None:
@@ -723,138 +761,37 @@ def test_value_text_and_shell_quote() -> None:
     assert shell_quote("it's") == "'it'\"'\"'s'"
 
 
-@pytest.mark.parametrize("name", ["inputs", "outputs"])
-def test_reserved_placeholder_names_as_params(name: str) -> None:
-    p = one_problem(f"""
-        name: w
-        tasks:
-          - name: a
-            params: {{{name}: 1}}
-            command: x
-        """)
-    assert at(p) == (4, 14 + len(name) + 2)
-    assert p.where == f"tasks[0].params.{name}"
-    assert p.message == f"{name!r} is a reserved placeholder name; choose another parameter name"
+# -- python callables -------------------------------------------------------------------------
+
+PYTHON_CASES = [
+    *[
+        case(
+            f"bad-callable-{callable_}",
+            one_task(f'python: "{callable_}"'),
+            P(
+                (4, 13),
+                msg=f"{callable_!r} is not 'package.module:function'",
+                hint="e.g. python: mypkg.analysis:summarize",
+            ),
+        )
+        for callable_ in ["pkg.mod", "pkg.mod:", ":func", "pkg mod:f", "1pkg:f", "a:b:c"]
+    ],
+    case(
+        "python-task-cannot-be-mpi",
+        one_task("python: m:f", "resources: {ranks: 4}"),
+        P((5, 24), msg=Has("ranks > 1")),
+    ),
+]
 
 
-def test_reserved_placeholder_name_in_foreach() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            foreach: {outputs: [1, 2]}
-            command: x
-        """)
-    assert at(p) == (4, 14)
-    assert p.where == "tasks[0].foreach"
-    assert "reserved placeholder name" in p.message
-
-
-def test_parameter_both_swept_and_constant() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            foreach: {seed: [1, 2]}
-            params: {seed: 3}
-            command: x
-        """)
-    assert at(p) == (5, 14)
-    assert p.message == "parameter 'seed' is both swept and constant"
-
-
-@pytest.mark.parametrize(
-    "callable_", ["pkg.mod", "pkg.mod:", ":func", "pkg mod:f", "1pkg:f", "a:b:c"]
-)
-def test_bad_python_callable(callable_: str) -> None:
-    p = one_problem(f"""
-        name: w
-        tasks:
-          - name: a
-            python: "{callable_}"
-        """)
-    assert at(p) == (4, 13)
-    assert p.message == f"{callable_!r} is not 'package.module:function'"
-    assert p.hint == "e.g. python: mypkg.analysis:summarize"
+@pytest.mark.parametrize("case", PYTHON_CASES)
+def test_python_problems(case: Case) -> None:
+    case.check()
 
 
 @pytest.mark.parametrize("callable_", ["mod:f", "pkg.sub.mod:Class.method", "_p:_f"])
 def test_good_python_callable(callable_: str) -> None:
     parse_workflow(f"name: w\ntasks:\n  - name: a\n    python: {callable_}\n", FILE)
-
-
-def test_python_task_cannot_be_mpi() -> None:
-    p = one_problem("""
-        name: w
-        tasks:
-          - name: a
-            python: m:f
-            resources: {ranks: 4}
-        """)
-    assert at(p) == (5, 24)
-    assert "ranks > 1" in p.message
-
-
-def test_several_problems_are_reported_together() -> None:
-    found = problems("""
-        name: w
-        tasks:
-          - name: a
-            needs: [zzzz]
-            command: echo {nope}
-          - name: a
-            python: not-a-callable
-            foreach: {seed: []}
-        """)
-    assert [(at(p), p.message) for p in found] == [
-        ((6, 11), "duplicate task name 'a'"),
-        ((5, 14), "undefined placeholder {nope}"),
-        ((4, 13), "needs unknown task 'zzzz'"),
-        ((8, 21), "a swept parameter needs at least one value"),
-        ((7, 13), "'not-a-callable' is not 'package.module:function'"),
-    ]
-
-
-def test_several_shape_problems_are_reported_together() -> None:
-    found = problems("""
-        name: w
-        tasks:
-          - name: a
-            command: x
-            resources: {cpus: -1}
-          - name: b
-            command: y
-            timeout: soon
-            extra: 1
-        """)
-    assert sorted((at(p), p.where) for p in found) == [
-        ((5, 23), "tasks[0].resources.cpus"),
-        ((8, 14), "tasks[1].timeout"),
-        ((9, 5), "tasks[1].extra"),
-    ]
-
-
-def test_inherited_placeholders_must_be_defined_by_every_task() -> None:
-    found = problems("""
-        name: w
-        workdir: "runs/{tag}"
-        defaults:
-          env: {SEED: "{seed}"}
-          workdir: "{seed}"
-        tasks:
-          - name: a
-            foreach: {seed: [1, 2]}
-            params: {tag: x}
-            command: x
-          - name: b
-            command: y
-            env: {SEED: "0"}
-        """)
-    assert [(at(p), p.where, p.message.split(" (")[0]) for p in found] == [
-        ((2, 10), "workdir", "undefined placeholder {tag}"),
-        ((5, 12), "defaults.workdir", "undefined placeholder {seed}"),
-    ]
-    assert "'b'" in found[0].message
 
 
 # -- foreach ----------------------------------------------------------------------------------
@@ -888,142 +825,79 @@ def test_foreach_forms_are_parsed() -> None:
     assert list(b.combinations())[:4] == [(1, 1, "a"), (1, 2, "b"), (1, 3, "c"), (2, 1, "a")]
 
 
-FOREACH_ERRORS = [
+NO_VALUES = "a swept parameter needs at least one value"
+RANGE_ARGS = "range takes 1 to 3 integers"
+NOT_SWEEP_VALUE = "sweep values must be text, numbers or true/false"
+
+# foreach: VALUE on line 4 of task 'a': (id, VALUE, column, where under tasks[0].foreach,
+# the start of the message).
+FOREACH_ROWS = [
+    ("empty-list", "{seed: []}", 21, ".seed", NO_VALUES),
+    ("empty-mapping", "{}", 14, "", "foreach must map parameter names to lists"),
+    ("scalar", "{seed: 3}", 21, ".seed", "expected a list of values or {range: [start, stop]}"),
+    ("range-no-args", "{seed: {range: []}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-four-args", "{seed: {range: [1, 2, 3, 4]}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-text", "{seed: {range: [a, 5]}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-bool", "{seed: {range: [0, true]}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-float", "{seed: {range: [0, 1.5]}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-scalar", "{seed: {range: 5}}", 29, ".seed.range", RANGE_ARGS),
+    ("range-step-0", "{seed: {range: [0, 10, 0]}}", 29, ".seed.range", "range step cannot be 0"),
+    ("range-empty", "{seed: {range: [5, 1]}}", 21, ".seed", NO_VALUES),
+    ("nested-list-value", "{seed: [[1, 2]]}", 22, ".seed[0]", NOT_SWEEP_VALUE),
+    ("null-value", "{seed: [null]}", 22, ".seed[0]", NOT_SWEEP_VALUE),
+    ("bad-name", "{1x: [1]}", 15, ".1x", "parameter name '1x' must be an identifier"),
     (
-        "foreach: {seed: []}",
-        (4, 21),
-        "tasks[0].foreach.seed",
-        "a swept parameter needs at least one value",
-    ),
-    ("foreach: {}", (4, 14), "tasks[0].foreach", "foreach must map parameter names to lists"),
-    (
-        "foreach: {seed: 3}",
-        (4, 21),
-        "tasks[0].foreach.seed",
-        "expected a list of values or {range: [start, stop]}",
-    ),
-    (
-        "foreach: {seed: {range: []}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: [1, 2, 3, 4]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: [a, 5]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: [0, true]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: [0, 1.5]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: 5}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range takes 1 to 3 integers",
-    ),
-    (
-        "foreach: {seed: {range: [0, 10, 0]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
-        "range step cannot be 0",
-    ),
-    (
-        "foreach: {seed: {range: [5, 1]}}",
-        (4, 21),
-        "tasks[0].foreach.seed",
-        "a swept parameter needs at least one value",
-    ),
-    (
-        "foreach: {seed: [[1, 2]]}",
-        (4, 22),
-        "tasks[0].foreach.seed[0]",
-        "sweep values must be text, numbers or true/false",
-    ),
-    (
-        "foreach: {seed: [null]}",
-        (4, 22),
-        "tasks[0].foreach.seed[0]",
-        "sweep values must be text, numbers or true/false",
-    ),
-    (
-        "foreach: {1x: [1]}",
-        (4, 15),
-        "tasks[0].foreach.1x",
-        "parameter name '1x' must be an identifier",
-    ),
-    (
-        "foreach: {zip: {x: [1, 2], y: [a]}}",
-        (4, 20),
-        "tasks[0].foreach.zip",
+        "zip-unequal",
+        "{zip: {x: [1, 2], y: [a]}}",
+        20,
+        ".zip",
         "zip needs lists of equal length, got x: 2, y: 1",
     ),
+    ("zip-list", "{zip: [1, 2]}", 20, ".zip", "expected a mapping of parameter names to lists"),
     (
-        "foreach: {zip: [1, 2]}",
-        (4, 20),
-        "tasks[0].foreach.zip",
-        "expected a mapping of parameter names to lists",
-    ),
-    (
-        "foreach: {product: {x: [1]}, seed: [1]}",
-        (4, 34),
-        "tasks[0].foreach.seed",
+        "key-beside-product",
+        "{product: {x: [1]}, seed: [1]}",
+        34,
+        ".seed",
         "unexpected key 'seed' beside product/zip",
     ),
     (
-        "foreach: {product: {x: [1]}, zip: {x: [1, 2]}}",
-        (4, 14),
-        "tasks[0].foreach",
+        "swept-twice",
+        "{product: {x: [1]}, zip: {x: [1, 2]}}",
+        14,
+        "",
         "parameter 'x' is swept twice",
     ),
-    ("foreach: {product: {}, zip: {}}", (4, 14), "tasks[0].foreach", "foreach names no parameters"),
+    ("no-parameters", "{product: {}, zip: {}}", 14, "", "foreach names no parameters"),
     (
-        "foreach: {seed: {range: [0, 1000000000000000000000000000000]}}",
-        (4, 29),
-        "tasks[0].foreach.seed.range",
+        "range-too-long",
+        "{seed: {range: [0, 1000000000000000000000000000000]}}",
+        29,
+        ".seed.range",
         "range has more than",
     ),
     (
-        "foreach: {a: {range: [2000]}, b: {range: [1000]}}",
-        (4, 14),
-        "tasks[0].foreach",
+        "too-many-combinations",
+        "{a: {range: [2000]}, b: {range: [1000]}}",
+        14,
+        "",
         "this sweep has 2,000,000 combinations",
     ),
-    ("foreach: [1, 2]", (4, 14), "tasks[0].foreach", "Input should be a valid dictionary"),
+    ("a-list", "[1, 2]", 14, "", "Input should be a valid dictionary"),
 ]
 
-
-@pytest.mark.parametrize(("line", "position", "where", "message"), FOREACH_ERRORS)
-def test_bad_foreach(line: str, position: tuple[int, int], where: str, message: str) -> None:
-    p = one_problem(f"""
-        name: w
-        tasks:
-          - name: a
-            {line}
-            command: x
-        """)
-    assert (at(p), p.where) == (position, where)
-    assert p.message.startswith(message), p.message
-
-
-def test_zip_length_mismatch_hint_lists_every_length() -> None:
-    p = one_problem("""
+FOREACH_CASES = [
+    *[
+        case(
+            id,
+            one_task(f"foreach: {value}", "command: x"),
+            P((4, column), "tasks[0].foreach" + where, Starts(message)),
+        )
+        for id, value, column, where, message in FOREACH_ROWS
+    ],
+    case(
+        "zip-unequal-lists-every-length",
+        """
         name: w
         tasks:
           - name: a
@@ -1033,9 +907,15 @@ def test_zip_length_mismatch_hint_lists_every_length() -> None:
                 y: [a, b]
                 z: [1, 2, 3]
             command: x
-        """)
-    assert at(p) == (6, 9)
-    assert p.message == "zip needs lists of equal length, got x: 3, y: 2, z: 3"
+        """,
+        P((6, 9), msg="zip needs lists of equal length, got x: 3, y: 2, z: 3"),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", FOREACH_CASES)
+def test_bad_foreach(case: Case) -> None:
+    case.check()
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -1183,29 +1063,24 @@ def test_units_in_a_workflow() -> None:
     assert t.resources.memory == 512 * MiB and t.resources.walltime == 600.0
 
 
-@pytest.mark.parametrize(
-    ("line", "position", "message"),
-    [
-        ("timeout: soon", (4, 14), "cannot read 'soon' as a duration"),
-        ("timeout: -5", (4, 14), "a duration cannot be negative"),
-        ("timeout: .inf", (4, 14), "a duration must be a finite number"),
-        ("timeout: 1" + "0" * 400, (4, 14), "a duration must be a finite number"),
-        ("resources: {memory: lots}", (4, 25), "cannot read 'lots' as memory"),
-        ("resources: {memory: .nan}", (4, 25), "memory must be a finite number"),
-        ("resources: {memory: .inf}", (4, 25), "memory must be a finite number"),
-        ("resources: {walltime: true}", (4, 27), "expected a duration"),
-    ],
-)
-def test_bad_units_in_a_workflow(line: str, position: tuple[int, int], message: str) -> None:
-    p = one_problem(f"""
-        name: w
-        tasks:
-          - name: a
-            {line}
-            command: x
-        """)
-    assert at(p) == position
-    assert p.message.startswith(message), p.message
+UNIT_CASES = [
+    case(id, one_task(line, "command: x"), P(position, msg=Starts(message)))
+    for id, line, position, message in [
+        ("timeout-text", "timeout: soon", (4, 14), "cannot read 'soon' as a duration"),
+        ("timeout-negative", "timeout: -5", (4, 14), "a duration cannot be negative"),
+        ("timeout-inf", "timeout: .inf", (4, 14), "a duration must be a finite number"),
+        ("timeout-huge", "timeout: 1" + "0" * 400, (4, 14), "a duration must be a finite number"),
+        ("memory-text", "resources: {memory: lots}", (4, 25), "cannot read 'lots' as memory"),
+        ("memory-nan", "resources: {memory: .nan}", (4, 25), "memory must be a finite number"),
+        ("memory-inf", "resources: {memory: .inf}", (4, 25), "memory must be a finite number"),
+        ("walltime-bool", "resources: {walltime: true}", (4, 27), "expected a duration"),
+    ]
+]
+
+
+@pytest.mark.parametrize("case", UNIT_CASES)
+def test_bad_units_in_a_workflow(case: Case) -> None:
+    case.check()
 
 
 # -- retries and defaults ---------------------------------------------------------------------
@@ -1231,28 +1106,6 @@ def test_retries_as_int_and_mapping() -> None:
     assert (b.attempts, b.backoff, b.factor, b.max_backoff) == (2, 10.0, 3.0, 60.0)
     assert [b.delay(n) for n in (1, 2, 3)] == [10.0, 30.0, 60.0]
     assert [a.delay(n) for n in (1, 2, 3, 10)] == [1.0, 2.0, 4.0, 300.0]
-
-
-@pytest.mark.parametrize(
-    ("value", "position", "where"),
-    [
-        ("-1", (4, 14), "tasks[0].retries"),
-        ("true", (4, 14), "tasks[0].retries"),
-        ("{attempts: -1}", (4, 25), "tasks[0].retries.attempts"),
-        ("{factor: 0.5}", (4, 23), "tasks[0].retries.factor"),
-        ("{backoff: whenever}", (4, 24), "tasks[0].retries.backoff"),
-        ("[1]", (4, 14), "tasks[0].retries"),
-    ],
-)
-def test_bad_retries(value: str, position: tuple[int, int], where: str) -> None:
-    p = one_problem(f"""
-        name: w
-        tasks:
-          - name: a
-            retries: {value}
-            command: x
-        """)
-    assert (at(p), p.where) == (position, where)
 
 
 def test_defaults_are_merged_per_field() -> None:

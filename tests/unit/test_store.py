@@ -194,3 +194,43 @@ def test_a_pid_is_ours_only_on_this_machine_and_while_it_runs():
     gone = dataclasses.replace(me, pid=2**22 + os.getpid())
     assert not gone.alive_here()
     assert ProcessIdentity.from_meta({"host": "x"}) is None
+
+
+def test_a_continuation_takes_the_journal_of_an_allocation_killed_before_its_commit(tmp_path):
+    """Allocation 1's driver was killed after a task ended (its success is only in the
+    journal): the continuation's driver records it and does not run it again."""
+    from hpcflow.engine.lifecycle import create_run
+    from hpcflow.engine.prepare import RunOptions, open_run, prepare
+    from hpcflow.worker.calls import Outcome
+    from tests.conftest import write_workflow
+
+    wf = write_workflow(
+        tmp_path,
+        """
+name: cont
+tasks:
+  - name: a
+    foreach: {i: [1, 2, 3]}
+    command: echo {i}
+""",
+    )
+    prepared = prepare(wf, RunOptions())
+    run_id, paths, db = create_run(prepared, RunOptions())
+    db.close()
+    prepared.memo.close()
+    prepared.lock.release()
+    inst = prepared.graph.instances[1]
+    call = prepared.factory.call(inst, 1)
+    note_success(call, Outcome(inst.index, 1, "succeeded", 0, 1.0, 2.0))
+    close_journals()
+
+    again, db2, same_id = open_run(paths.run_dir)
+    try:
+        assert same_id == run_id
+        assert again.decision.run == [True, False, True]
+        states = {row.id: row.state for row in db2.tasks()}
+        assert states[inst.id] == st.SUCCEEDED
+        assert again.memo.load()[inst.id].run_id == run_id
+    finally:
+        db2.close()
+        again.memo.close()

@@ -73,6 +73,22 @@ def test_nodes_have_their_own_hostnames(slurm_cluster, tmp_path):
     assert names == {"n2", submit_host}, out
 
 
+def test_nodes_have_their_own_boot_ids(slurm_cluster, tmp_path):
+    # Two machines never share a boot id; UCX and ProcessIdentity tell hosts apart by it.
+    ours = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    ids = {
+        node: on_node(slurm_cluster, node, "cat /proc/sys/kernel/random/boot_id", tmp_path).strip()
+        for node in ("n1", "n2")
+    }
+    assert all(len(value) == 36 for value in ids.values()), ids
+    assert len({ours, *ids.values()}) == 3, (ours, ids)
+    # ... and a node keeps its own for as long as it is up.
+    assert (
+        on_node(slurm_cluster, "n1", "cat /proc/sys/kernel/random/boot_id", tmp_path).strip()
+        == ids["n1"]
+    )
+
+
 def test_tmp_is_private_to_each_host(slurm_cluster, tmp_path):
     marker = f"/tmp/hpcflow-hosts-{uuid.uuid4().hex}"
     made = on_node(

@@ -109,13 +109,6 @@ tasks:
     assert not (tmp_path / "a.txt").exists()
 
 
-@pytest.mark.xfail(
-    reason="open (issue 15 note): on the test cluster of separate hosts (each node its own "
-    "UTS/PID/mount namespaces) the driver's UCX endpoint to the scheduler is rejected by "
-    "the remote peer (UCXXRejectedError) over the loopback device; it passed when the "
-    "nodes shared the host's namespaces",
-    strict=False,
-)
 def test_ucx_template_runs_over_ucx(tmp_path, env, slurm_cluster):
     """With distributed-ucxx in the nodes' environment, the template's run talks ucx://."""
     import json
@@ -140,9 +133,13 @@ tasks:
     outputs: ["out/{i}.txt"]
 """,
     )
-    job = _submit(
-        slurm_cluster, {**env, "UCX_TLS": "tcp,self"}, "ucx.sbatch", wf, bin_dir=python.parent
-    )
+    # The test nodes' addresses (127.0.10.I) are extra addresses of the machine's one
+    # loopback device. UCX's TCP transport listens on a device's primary address but
+    # offers its peer the address it connected from, so the scheduler's call back to a
+    # worker or the driver is refused (UCXXRejectedError). A site names its fabric's
+    # device (interface: ib0); here the run names the loopback device.
+    ucx_env = {**env, "UCX_TLS": "tcp,self", "HPCFLOW_INTERFACE": "lo"}
+    job = _submit(slurm_cluster, ucx_env, "ucx.sbatch", wf, bin_dir=python.parent)
     state = slurm_cluster.wait_for_job(job, timeout=180)
     log = (tmp_path / f"hpcflow-{job}.out").read_text()
     assert state == "COMPLETED", log

@@ -1,0 +1,78 @@
+"""Modes by name: the one place that maps a profile to the mode that runs it, and to the
+batch scripts that mode would submit (so `hpcflow render` shows what `hpcflow run` does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from hpcflow.backends.base import Backend
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.engine.lifecycle import RunSummary
+from hpcflow.settings.profile import Profile
+from hpcflow.store.paths import RunPaths
+
+#: What runs a mode: ``(prepared, options, profile, backend, **how) -> RunSummary``.
+ModeRunner = Callable[..., RunSummary]
+
+
+def mode_of(profile: Profile) -> str:
+    """The mode a run with ``profile`` takes: ``local`` for the local backend, else the
+    profile's ``mode`` (pilot, jobs or elastic)."""
+    return "local" if profile.backend == "local" else profile.mode
+
+
+def runner_for(mode: str) -> ModeRunner:
+    """The function that runs a workflow in ``mode`` (a batch mode; local runs take
+    :func:`hpcflow.modes.local.run_local`)."""
+    if mode == "jobs":
+        from hpcflow.modes.jobs import run_jobs
+
+        return run_jobs
+    if mode == "elastic":
+        from hpcflow.modes.elastic import run_elastic
+
+        return run_elastic
+    from hpcflow.modes.pilot import run_pilot
+
+    return run_pilot
+
+
+def render_scripts(
+    graph: TaskGraph, profile: Profile, backend: Backend, paths: RunPaths, run_id: str
+) -> Iterator[tuple[str | None, str]]:
+    """The batch scripts a fresh run of ``graph`` with ``profile`` submits, each with a
+    heading (None for a single script): the pilot allocation's, every job of jobs mode,
+    or elastic mode's worker job (the scheduler's address is known only at run time)."""
+    mode = mode_of(profile)
+    if mode == "jobs":
+        from hpcflow.modes.jobs import render_all
+
+        for unit, script in render_all(graph, profile, backend, paths, run_id):
+            noun = "instance" if unit.size == 1 else "instances"
+            yield f"job {unit.number} ({unit.size} {noun})", script
+        return
+    if mode == "elastic":
+        from hpcflow.modes.elastic_plan import plan_elastic
+
+        plan = plan_elastic(
+            profile, paths.run_dir, run_id, graph.loaded.base_dir, log_directory=paths.workers_dir
+        )
+        yield "elastic worker job (up to max_workers of them)", _worker_job_script(plan)
+        return
+    from hpcflow.modes.pilot import plan_pilot
+
+    yield None, backend.render(plan_pilot(profile, paths, run_id, graph.loaded.base_dir).request)
+
+
+def _worker_job_script(plan: Any) -> str:
+    """dask-jobqueue's script for one worker job of ``plan``, as the cluster would write it
+    (the scheduler address is a placeholder)."""
+    from hpcflow.modes.elastic_cluster import import_jobqueue
+
+    cls = getattr(import_jobqueue(), plan.cluster_class)
+    kwargs = {key: value for key, value in plan.kwargs.items() if key != "scheduler_options"}
+    scheme = str(kwargs.get("protocol") or "tcp://")
+    job = cls.job_cls(scheduler=f"{scheme}SCHEDULER:PORT", name="worker", **kwargs)
+    return str(job.job_script())
