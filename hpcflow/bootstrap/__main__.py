@@ -37,6 +37,7 @@ from hpcflow.bootstrap.roles import (
 from hpcflow.bootstrap.workers import record_workers
 from hpcflow.errors import HpcflowError
 from hpcflow.launchers import environment
+from hpcflow.store.paths import RunPaths
 from hpcflow.store.states import RunStatus
 from hpcflow.transport.security import security_for
 from hpcflow.worker.orphans import become_subreaper
@@ -81,6 +82,7 @@ def main(argv: list[str]) -> int:
         return 2
     given, run_dir, launch = parsed
     run_dir = run_dir.resolve()
+    paths = RunPaths(run_dir)
     if given == "head":
         from hpcflow.bootstrap.head import supervise
 
@@ -100,13 +102,13 @@ def main(argv: list[str]) -> int:
         check_run_dir(run_dir)
         if given is None:
             check_world(info.size)
-        config = PilotConfig.read(run_dir / "pilot.json")
+        config = PilotConfig.read(paths.pilot_config)
         check_transport(config.transport)
     except HpcflowError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {pilot_rank} on {info.host}): {exc}\n")
         return 3
     allocation = environment.job_id() or os.environ.get("HPCFLOW_ALLOCATION", "local")
-    address_file = run_dir / "scheduler.json"
+    address_file = paths.scheduler_address
     role = Role(given) if given is not None else role_for(info.rank)
     where = (
         "beside the batch script"
@@ -392,7 +394,8 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     from hpcflow.engine.lifecycle import log_to
     from hpcflow.engine.prepare import open_run
 
-    handler = log_to(run_dir / "driver.log")
+    paths = RunPaths(run_dir)
+    handler = log_to(paths.driver_log)
     client = None
     db = None
     try:
@@ -416,11 +419,11 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             time.monotonic() - started,
         )
         deadline = None
-        walltime = json.loads((run_dir / "run.json").read_text()).get("walltime")
+        walltime = json.loads(paths.run_info.read_text(encoding="utf-8")).get("walltime")
         if walltime:
             # The allocation started about when the bootstrap did.
             deadline = _started + float(walltime)
-        record_workers(client, run_dir / "workers.json")
+        record_workers(client, paths.workers_record)
         summary = drive(
             prepared,
             db,

@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from hpcflow.store.paths import RunPaths
+
 log = logging.getLogger("hpcflow.bootstrap")
 
 #: Seconds the others may run on after the driver ended (they normally follow within one
@@ -75,7 +77,7 @@ def supervise(
         return 2
     # An address left by an earlier allocation of the same batch job (a second run in
     # your own allocation) must not be taken for this scheduler's.
-    (run_dir / "scheduler.json").unlink(missing_ok=True)
+    RunPaths(run_dir).scheduler_address.unlink(missing_ok=True)
     children: dict[str, subprocess.Popen[bytes]] = {}
     received: list[int] = []
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hpcflow.bootstrap.roles import NON_WORKER_RANKS
 from hpcflow.errors import HpcflowError
+from hpcflow.store.paths import RunPaths
 
 
 class PreflightError(HpcflowError):
@@ -26,9 +27,10 @@ def check_world(size: int, launcher_hint: str = "") -> None:
 
 
 def check_run_dir(run_dir: Path) -> None:
-    if not (run_dir / "run.json").is_file():
+    run_info = RunPaths(run_dir).run_info
+    if not run_info.is_file():
         raise PreflightError(
-            f"{run_dir} is not an hpcflow run directory (no run.json)",
+            f"{run_dir} is not an hpcflow run directory (no {run_info.name})",
             hint="the run directory must be on a file system shared by the submit host and "
             "the compute nodes",
         )

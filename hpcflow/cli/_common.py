@@ -24,7 +24,7 @@ def find_run(ref: str | None) -> RunPaths:
         ref = None
     if ref:
         candidate = Path(ref)
-        if (candidate / "state.sqlite").exists():
+        if RunPaths(candidate).state_db.exists():
             return RunPaths(candidate.resolve())
         matches = [r for r in list_runs() if r.run_id.startswith(ref)]
         if len(matches) == 1:
@@ -32,7 +32,7 @@ def find_run(ref: str | None) -> RunPaths:
         if len(matches) > 1:
             raise RunError(f"{ref!r} matches {len(matches)} runs", hint="give more of the run id")
         raise RunError(f"no run {ref!r}", hint="`hpcflow runs` lists the known runs")
-    runs = [r for r in list_runs() if (r.run_dir / "state.sqlite").exists()]
+    runs = [r for r in list_runs() if RunPaths(r.run_dir).state_db.exists()]
     if not runs:
         raise RunError("no runs yet", hint="start one with `hpcflow run WORKFLOW.yaml`")
     return RunPaths(runs[-1].run_dir)

@@ -24,6 +24,6 @@ def command(run: str | None, output: Path | None) -> None:
 
     paths = find_run(run)
     page = render(collect(paths))
-    target = output or paths.run_dir / "report.html"
+    target = output or paths.report
     write_text_atomic(target, page)
     click.echo(f"report written to {target}")

@@ -163,7 +163,7 @@ def take_snapshot(paths: Any) -> Snapshot:
         allocations = fresh_allocations(allocations)
     status = view.status
     live = status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
-    dashboard = find_dashboard(paths.run_dir / "scheduler.json") if live else None
+    dashboard = find_dashboard(paths.scheduler_address) if live else None
     elastic = _latest_sample(paths.elastic_log) if live else None
     if live and dashboard is None and view.meta.get("dashboard"):
         # Elastic mode: the scheduler (and its dashboard) run in the submitting process.

@@ -369,7 +369,7 @@ class JobsFollower:
         for job in self._live_jobs():
             # One listing per job, then only the files that appeared are read.
             try:
-                names = set(os.listdir(self.paths.job_started(job.unit.number, 0).parent))
+                names = set(os.listdir(self.paths.job_elements_dir(job.unit.number)))
             except FileNotFoundError:
                 continue
             for k, i in enumerate(job.unit.indices):

@@ -1,25 +1,42 @@
-"""Atomic file writes: write to a temporary file in the same folder, fsync, rename."""
+"""Atomic file writes: write to a temporary file in the same folder, fsync, rename.
+
+A reader, on this host or on another one that shares the file system, sees the old file
+or the new one, never a part of it: the rename is atomic, and the data is on disk before
+it. Workers import this module, so it keeps to the standard library.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from pathlib import Path
 from typing import Any
 
+StrPath = str | os.PathLike[str]
 
-def write_text_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``text`` so readers see the old or the new file, never a mix."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+
+def write_bytes_atomic(
+    path: StrPath, data: bytes, *, mode: int = 0o644, make_parents: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix.
+
+    The file has ``mode`` from its first byte (the temporary file is created ``0600`` and
+    changed before anything is written), so ``0o600`` keeps a secret private throughout.
+    ``make_parents=False`` skips the ``mkdir -p`` when the caller knows the folder exists
+    (a worker's hot path). On any error the temporary file is removed.
+    """
+    target = os.fspath(path)
+    folder = os.path.dirname(target) or "."
+    if make_parents:
+        os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", dir=folder)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.replace(tmp, target)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -28,5 +45,13 @@ def write_text_atomic(path: Path, text: str, *, mode: int = 0o644) -> None:
         raise
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def write_text_atomic(
+    path: StrPath, text: str, *, mode: int = 0o644, make_parents: bool = True
+) -> None:
+    """Replace ``path`` with ``text`` (UTF-8) so readers see the old or the new file."""
+    write_bytes_atomic(path, text.encode("utf-8"), mode=mode, make_parents=make_parents)
+
+
+def write_json_atomic(path: StrPath, data: Any) -> None:
+    """Replace ``path`` with ``data`` as indented, key-sorted JSON."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -74,18 +74,22 @@ class RunPaths:
 
     @property
     def workflow_copy(self) -> Path:
+        """The workflow as it was when the run started (what a resume re-reads)."""
         return self.run_dir / "workflow.yaml"
 
     @property
     def run_info(self) -> Path:
+        """Who started the run, from where, with what options and walltime."""
         return self.run_dir / "run.json"
 
     @property
     def plan(self) -> Path:
+        """The resolved plan of each task definition, as `hpcflow report` shows it."""
         return self.run_dir / "plan.json"
 
     @property
     def state_db(self) -> Path:
+        """The run's tasks and attempts; written only by the run's driver."""
         return self.run_dir / "state.sqlite"
 
     @property
@@ -100,31 +104,75 @@ class RunPaths:
 
     @property
     def driver_log(self) -> Path:
+        """The driver's log: what it decided, and why a run failed."""
         return self.run_dir / "driver.log"
 
     @property
     def tasks_dir(self) -> Path:
+        """One folder per task: each attempt's stdout, stderr and result."""
         return self.run_dir / "tasks"
 
     @property
     def quarantine_dir(self) -> Path:
+        """Where the outputs of failed attempts are moved, one folder per attempt."""
         return self.run_dir / "quarantine"
 
     @property
     def pilot_config(self) -> Path:
+        """Pilot mode: the worker layout and transport every rank of an allocation reads."""
         return self.run_dir / "pilot.json"
 
     @property
+    def scheduler_address(self) -> Path:
+        """Pilot mode: where rank 0 publishes the scheduler's address and dashboard."""
+        return self.run_dir / "scheduler.json"
+
+    @property
+    def workers_record(self) -> Path:
+        """Pilot mode: each Dask worker's effective settings, written once they arrive."""
+        return self.run_dir / "workers.json"
+
+    @property
+    def report(self) -> Path:
+        """``hpcflow report``'s HTML page, unless it is told to write it elsewhere."""
+        return self.run_dir / "report.html"
+
+    # TLS transport: the run's own CA (directory 0700, files 0600; see transport.certificates).
+    @property
+    def tls_dir(self) -> Path:
+        """The folder of the run's TLS files, readable by its owner only."""
+        return self.run_dir / "tls"
+
+    @property
+    def tls_ca(self) -> Path:
+        """The run's CA certificate (the CA's key is never written)."""
+        return self.tls_dir / "ca.pem"
+
+    @property
+    def tls_cert(self) -> Path:
+        """The one certificate the run's CA signed, presented by every process of the run."""
+        return self.tls_dir / "cert.pem"
+
+    @property
+    def tls_key(self) -> Path:
+        """The private key of :attr:`tls_cert`: whoever reads it may join the run's cluster."""
+        return self.tls_dir / "key.pem"
+
+    @property
     def allocations_dir(self) -> Path:
+        """Pilot mode: each allocation's batch script and logs."""
         return self.run_dir / "allocations"
 
     def allocation_script(self, number: int) -> Path:
+        """The batch script of pilot allocation ``number``."""
         return self.allocations_dir / f"{number}.sh"
 
     def allocation_stdout(self, number: int) -> Path:
+        """Allocation ``number``'s stdout, as the batch system writes it."""
         return self.allocations_dir / f"{number}.out"
 
     def allocation_stderr(self, number: int) -> Path:
+        """Allocation ``number``'s stderr, as the batch system writes it."""
         return self.allocations_dir / f"{number}.err"
 
     @property
@@ -137,12 +185,19 @@ class RunPaths:
         """Elastic mode: the worker jobs' stdout/stderr."""
         return self.run_dir / "workers"
 
+    @property
+    def worker_job_script(self) -> Path:
+        """Elastic mode: the batch script of the worker jobs, as submitted (for reference)."""
+        return self.workers_dir / "job.sh"
+
     # Jobs mode: one batch job (or array) per unit N of a task's instances.
     @property
     def jobs_dir(self) -> Path:
+        """Jobs mode: each batch job's script, manifest and logs."""
         return self.run_dir / "jobs"
 
     def job_script(self, number: int) -> Path:
+        """The batch script of job ``number``."""
         return self.jobs_dir / f"{number}.sh"
 
     def job_manifest(self, number: int) -> Path:
@@ -150,18 +205,24 @@ class RunPaths:
         return self.jobs_dir / f"{number}.json"
 
     def job_stdout(self, number: int) -> Path:
+        """Job ``number``'s stdout, as the batch system writes it."""
         return self.jobs_dir / f"{number}.out"
 
     def job_stderr(self, number: int) -> Path:
+        """Job ``number``'s stderr, as the batch system writes it."""
         return self.jobs_dir / f"{number}.err"
+
+    def job_elements_dir(self, number: int) -> Path:
+        """The markers of job ``number``'s elements (one listing finds them all)."""
+        return self.jobs_dir / str(number)
 
     def job_started(self, number: int, element: int) -> Path:
         """Written by an element when it starts: its own native id, host and time."""
-        return self.jobs_dir / str(number) / f"{element}.started.json"
+        return self.job_elements_dir(number) / f"{element}.started.json"
 
     def job_outcome(self, number: int, element: int) -> Path:
         """Written by an element when it ends: the outcomes of its attempts."""
-        return self.jobs_dir / str(number) / f"{element}.outcome.json"
+        return self.job_elements_dir(number) / f"{element}.outcome.json"
 
     # One folder per task, one file per attempt and stream: a single mkdir per task keeps
     # tiny tasks cheap.
@@ -171,12 +232,15 @@ class RunPaths:
         return stem + ".out", stem + ".err", stem + ".result.json"
 
     def stdout(self, slug: str, attempt: int) -> Path:
+        """The stdout of one attempt (made only once it prints)."""
         return Path(self.attempt_files(slug, attempt)[0])
 
     def stderr(self, slug: str, attempt: int) -> Path:
+        """The stderr of one attempt (made only once it prints)."""
         return Path(self.attempt_files(slug, attempt)[1])
 
     def result(self, slug: str, attempt: int) -> Path:
+        """A Python task's return value, as JSON (written atomically)."""
         return Path(self.attempt_files(slug, attempt)[2])
 
     def quarantine(self, slug: str, attempt: int) -> str:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcflow.errors import HpcflowError
+from hpcflow.store.atomic import write_bytes_atomic
+from hpcflow.store.paths import RunPaths
 
 #: Long enough for a run that is resumed by continuation allocations for months.
 VALIDITY = datetime.timedelta(days=400)
@@ -27,21 +29,25 @@ VALIDITY = datetime.timedelta(days=400)
 
 @dataclass(frozen=True)
 class RunCredentials:
-    """Where one run's TLS files are."""
+    """Where one run's TLS files are (their names: :class:`~hpcflow.store.paths.RunPaths`)."""
 
-    directory: Path
+    paths: RunPaths
+
+    @property
+    def directory(self) -> Path:
+        return self.paths.tls_dir
 
     @property
     def ca_file(self) -> Path:
-        return self.directory / "ca.pem"
+        return self.paths.tls_ca
 
     @property
     def cert_file(self) -> Path:
-        return self.directory / "cert.pem"
+        return self.paths.tls_cert
 
     @property
     def key_file(self) -> Path:
-        return self.directory / "key.pem"
+        return self.paths.tls_key
 
     def exist(self) -> bool:
         return all(p.is_file() for p in (self.ca_file, self.cert_file, self.key_file))
@@ -60,7 +66,7 @@ class RunCredentials:
 
 def credentials_in(run_dir: Path) -> RunCredentials:
     """The credentials of the run at ``run_dir`` (they may not exist yet)."""
-    return RunCredentials(Path(run_dir) / "tls")
+    return RunCredentials(RunPaths(Path(run_dir)))
 
 
 def create_credentials(run_dir: Path, run_id: str) -> RunCredentials:
@@ -139,12 +145,4 @@ def create_credentials(run_dir: Path, run_id: str) -> RunCredentials:
 
 def _write_private(path: Path, data: bytes) -> None:
     """Write ``data`` to a file that is 0600 from its first byte, then rename it in place."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask cannot widen it, but a leftover file could be wider
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    write_bytes_atomic(path, data, mode=0o600)

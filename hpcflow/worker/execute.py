@@ -22,6 +22,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
@@ -362,6 +363,6 @@ def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
             traceback.print_exc()
             return 1, None, f"{type(exc).__name__}: {exc}"[:500]
     ensure_dir(os.path.dirname(call.result))
-    with open(call.result, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    # Atomic: whoever reads the result (on any node) sees all of it or none of it.
+    write_text_atomic(call.result, text, make_parents=False)
     return 0, None, None

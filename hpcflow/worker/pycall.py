@@ -7,6 +7,8 @@ import json
 import os
 import sys
 
+from hpcflow.store.atomic import write_text_atomic
+
 
 def main(argv: list[str]) -> int:
     from hpcflow.worker.execute import resolve_callable
@@ -14,9 +16,8 @@ def main(argv: list[str]) -> int:
     spec, kwargs_json, result_path = argv
     func = resolve_callable(spec, os.getcwd())
     result = func(**json.loads(kwargs_json))
-    text = json.dumps(result)
-    with open(result_path, "w", encoding="utf-8") as handle:
-        handle.write(text)
+    # Atomic: the driver, or a reader on another node, never sees a half-written result.
+    write_text_atomic(result_path, json.dumps(result))
     return 0
 
 
