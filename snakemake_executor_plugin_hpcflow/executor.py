@@ -21,15 +21,16 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
 from hpcflow.errors import HpcflowError
+from hpcflow.store import statedb as st
 from hpcflow.worker.calls import Outcome
 from hpcflow.worker.local_cluster import LocalCapacity
+from snakemake_executor_plugin_hpcflow.calls import job_key
 from snakemake_executor_plugin_hpcflow.record import Ended
 from snakemake_executor_plugin_hpcflow.session import (
     ElasticSession,
     LocalSession,
     PilotSession,
     Session,
-    job_key,
 )
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
@@ -63,7 +64,7 @@ def failure_message(
     (``more``: where else to look, e.g. the allocation's logs)."""
     if outcome is None:
         what = "was lost (its Dask worker died or the cluster went away)"
-    elif outcome.state == "cancelled":
+    elif outcome.state == st.CANCELLED:
         what = "was cancelled"
     else:
         what = f"failed: {outcome.message or f'exit code {outcome.exit_code}'}"
@@ -119,11 +120,11 @@ class Executor(RemoteExecutor):
             )
             session.check_fits(task)
         except HpcflowError as exc:
-            session.record_error(str(exc))
+            session.record.error(str(exc))
             raise WorkflowError(str(exc)) from None
         self._note_placement(session, task)
         call = session.call_for(task, self.format_job_exec(job))
-        row = session.record_started(task)
+        row = session.record.started(task)
         # None while a continuation allocation is on its way: sent by check_active_jobs.
         future = session.submit(task, call)
         self.report_job_submission(
@@ -215,10 +216,10 @@ class Executor(RemoteExecutor):
             for info, outcome in finished:
                 aux = info.aux or {}
                 ended.append(Ended(aux["row"], aux["task"].attempt, outcome))
-            session.record_ended(ended)
+            session.record.ended(ended)
         for job_info, outcome in finished:
             aux = job_info.aux or {}
-            if outcome is not None and outcome.state == "succeeded":
+            if outcome is not None and outcome.state == st.SUCCEEDED:
                 self.report_job_success(job_info)
                 continue
             self.report_job_error(

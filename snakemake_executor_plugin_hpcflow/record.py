@@ -21,10 +21,12 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+from hpcflow.engine.lifecycle import make_run_dir, new_run_id
 from hpcflow.store import statedb as st
-from hpcflow.store.paths import RunPaths
-from hpcflow.store.registry import register_run
+from hpcflow.store.paths import RunPaths, StateRoot
+from hpcflow.store.states import RunStatus
 from hpcflow.worker.calls import Outcome
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 
@@ -42,6 +44,23 @@ class Ended:
     message: str = ""
 
 
+def create_run_dir(
+    workdir: Path, mode: str, snakefile: str, backend: str
+) -> tuple[str, RunPaths, RunRecord]:
+    """A fresh run directory under ``WORKDIR/.hpcflow/runs/`` as every hpcflow run has one
+    (:func:`hpcflow.engine.lifecycle.make_run_dir`: ``run.json``, the per-user index of
+    runs), and its ``state.sqlite``."""
+    run_id = new_run_id()
+    workflow = str((workdir / snakefile).resolve())
+    started = time.time()
+    extra = {"engine": "snakemake", "mode": mode}
+    run_dir = StateRoot(workdir / ".hpcflow").runs / run_id
+    paths = make_run_dir(run_dir, run_id, workflow, backend, workdir, started, extra)
+    record = RunRecord(paths)
+    record.create(run_id, workflow, mode, backend, started)
+    return run_id, paths, record
+
+
 class RunRecord:
     """Writes one Snakemake run's ``state.sqlite`` (the run directory must exist)."""
 
@@ -52,11 +71,11 @@ class RunRecord:
         self._error: str | None = None
 
     def create(self, run_id: str, workflow: str, mode: str, backend: str, started: float) -> None:
-        """Write the run's meta data and add it to the per-user index of runs."""
+        """Write the run's meta data."""
         with st.StateDB(self.paths.state_db) as db:
             db.set_meta(
                 run_id=run_id,
-                status="running",
+                status=RunStatus.RUNNING,
                 started=started,
                 pid=os.getpid(),
                 host=socket.gethostname(),
@@ -66,7 +85,6 @@ class RunRecord:
                 mode=mode,
                 total=0,
             )
-        register_run(run_id, self.paths.run_dir, workflow, started)
 
     def set_meta(self, **values: object) -> None:
         """Add to the run's meta data (e.g. an elastic cluster's scheduler address)."""
@@ -89,7 +107,8 @@ class RunRecord:
         return idx
 
     def ended(self, finished: Sequence[Ended]) -> None:
-        """Record finished attempts (one transaction for all of them)."""
+        """Record finished attempts (one transaction for all of them; a failure to write
+        is logged, not raised)."""
         if not finished:
             return
         now = time.time()
@@ -117,8 +136,11 @@ class RunRecord:
                 )  # fmt: skip
             records.append(record)
             states[item.task_idx] = record.state
-        with self._lock, st.StateDB(self.paths.state_db) as db:
-            db.record_attempts(records, states)
+        try:
+            with self._lock, st.StateDB(self.paths.state_db) as db:
+                db.record_attempts(records, states)
+        except Exception as exc:  # sqlite3 errors must not fail the Snakemake run
+            log.warning("could not record %d finished jobs: %s", len(records), exc)
 
     def cancel_running(self) -> None:
         """Mark every task still running as cancelled (Ctrl-C, or Snakemake gave up)."""
@@ -137,12 +159,18 @@ class RunRecord:
         run had an error, else ``cancelled`` if jobs were cancelled, else ``succeeded``."""
         with self._lock, st.StateDB(self.paths.state_db) as db:
             failed = bool(db.tasks(states=(st.FAILED,))) or self._error is not None
-            status = "failed" if failed else ("cancelled" if cancelled else "succeeded")
+            status = RunStatus.CANCELLED if cancelled else RunStatus.SUCCEEDED
+            if failed:
+                status = RunStatus.FAILED
             db.set_meta(status=status, ended=time.time())
         log.info("run in %s %s", self.paths.run_dir, status)
         return status
 
-    def update_allocation(self, native_id: str, state: str, native_state: str | None) -> None:
-        """Store an allocation's last known state (seen when the session released it)."""
-        with self._lock, st.SubmitDB(self.paths.submit_db) as submit:
-            submit.update_allocation(native_id, state, native_state, None)
+    def conclude(self, cancelled: bool) -> None:
+        """The run's end: jobs still running were killed with the cluster, then the final
+        status (a failure to write is logged: the run's result stands without it)."""
+        try:
+            self.cancel_running()
+            self.finish(cancelled)
+        except Exception as exc:  # sqlite3 errors
+            log.warning("could not record the end of the run in %s: %s", self.paths.run_dir, exc)

@@ -287,33 +287,66 @@ def _create_run_dir(
     extra: dict[str, object],
 ) -> RunPaths:
     run_dir = options.run_dir or (prepared.state_root.runs / run_id)
-    run_dir = run_dir.resolve()
+    fields = {
+        "workflow_name": prepared.graph.loaded.workflow.name,
+        "options": {"force": options.force, "rerun": list(options.rerun)},
+        **extra,
+    }
+    return make_run_dir(
+        run_dir.resolve(),
+        run_id,
+        str(prepared.workflow_file.resolve()),
+        backend,
+        prepared.graph.loaded.base_dir,
+        started,
+        fields,
+        copy=prepared.workflow_file,
+    )
+
+
+def make_run_dir(
+    run_dir: Path,
+    run_id: str,
+    workflow: str,
+    backend: str,
+    base_dir: Path,
+    started: float,
+    extra: Mapping[str, object],
+    *,
+    copy: Path | None = None,
+) -> RunPaths:
+    """Create a run's directory (owner only; new or empty) with its ``run.json``, and list
+    the run in the per-user index of runs (``hpcflow runs``). Every engine's runs do.
+
+    ``run.json`` has the run's id, workflow, start, creating process, hpcflow version,
+    backend and base directory, then ``extra`` (the mode's, or the engine's, own fields).
+    ``copy`` is the workflow file to keep a copy of in the run directory.
+    """
     if run_dir.exists() and any(run_dir.iterdir()):
         raise RunError(f"run directory {run_dir} is not empty", hint="choose a new --run-dir")
     try:
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(run_dir, 0o700)
         paths = RunPaths(run_dir)
-        shutil.copyfile(prepared.workflow_file, paths.workflow_copy)
+        if copy is not None:
+            shutil.copyfile(copy, paths.workflow_copy)
         write_json_atomic(
             paths.run_info,
             {
                 "run_id": run_id,
-                "workflow": str(prepared.workflow_file.resolve()),
-                "workflow_name": prepared.graph.loaded.workflow.name,
+                "workflow": workflow,
                 "started": started,
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "hpcflow": __version__,
                 "backend": backend,
-                "base_dir": str(prepared.graph.loaded.base_dir),
-                "options": {"force": options.force, "rerun": list(options.rerun)},
+                "base_dir": str(base_dir),
                 **extra,
             },
         )
     except OSError as exc:
         raise RunError(f"cannot create run directory {run_dir}: {exc}") from None
-    register_run(run_id, run_dir, str(prepared.workflow_file.resolve()), started)
+    register_run(run_id, run_dir, workflow, started)
     return paths
 
 

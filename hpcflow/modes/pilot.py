@@ -363,7 +363,7 @@ def run_pilot(
                 return RunSummary(
                     run_id, paths, {"submitted": 1}, elapsed=time.time() - life.started
                 )
-            poller = (poller_factory or _default_poller)(backend, profile)
+            poller = (poller_factory or default_poller)(backend, profile)
             with st.StateDB(paths.state_db, readonly=True) as view:
                 return _follow(
                     view, submit, paths, run_id, backend, poller, profile, plan, native_id,
@@ -398,7 +398,9 @@ def lost_tasks_note(db: st.StateDB, limit: int = 20) -> str:
     return f"{lost}; {pending} not started; a resume runs exactly these {len(running) + pending}"
 
 
-def _default_poller(backend: Backend, profile: Profile) -> Poller:
+def default_poller(backend: Backend, profile: Profile) -> Poller:
+    """The ONE poller that follows a run's allocations (pilot mode, jobs mode, the
+    Snakemake plugin's pilot allocations)."""
     if backend.name == "allocation":
         # A child process of ours: asking costs nothing.
         return Poller(backend, interval=0.2, initial_delay=0.2, max_interval=1.0)
@@ -411,6 +413,37 @@ def _default_poller(backend: Backend, profile: Profile) -> Poller:
         max_interval=max(profile.max_poll_interval, profile.poll_interval),
         max_failures=1_000_000,
     )
+
+
+#: The old name (jobs mode imports it).
+_default_poller = default_poller
+
+
+def continuation_due(
+    status: AllocationStatus, drained: bool, profile: Profile, number: int
+) -> str | None:
+    """Why allocation ``number``, ended as ``status``, is followed by a continuation
+    ("hit its walltime", "lost a node"), or None when it is not.
+
+    An allocation that stopped early (its walltime, or a lost node; ``drained``: its
+    driver stopped before the walltime with tasks left) is continued when the profile
+    says ``resubmit: true``, by at most ``max_resubmits`` continuations in all. The rule of
+    pilot mode and of the Snakemake plugin's pilot allocations.
+    """
+    node_failed = status.native_state == NODE_FAIL
+    stopped_early = status.state is AllocationState.TIMEOUT or drained or node_failed
+    if not stopped_early or not profile.resubmit:
+        return None
+    if number > profile.max_resubmits:
+        log.warning(
+            "allocation %s ended (%s) and the profile allows no more than %d "
+            "continuation allocations",
+            status.native_id,
+            status.native_state,
+            profile.max_resubmits,
+        )
+        return None
+    return "lost a node" if node_failed else "hit its walltime"
 
 
 def _follow(
@@ -496,18 +529,14 @@ def _follow(
                     # `hpcflow cancel` ended the allocation: the run was cancelled, as asked.
                     submit.declare_over(RunStatus.CANCELLED, "run cancelled (hpcflow cancel)")
                     return summarize(db, paths, run_id, started, cancelled=True)
-                node_failed = status.native_state == NODE_FAIL
-                stopped_early = (
-                    status.state is AllocationState.TIMEOUT
-                    or meta.get("status") == RunStatus.DRAINED
-                    or node_failed
-                )
-                if stopped_early and profile.resubmit and number <= profile.max_resubmits:
+                drained = meta.get("status") == RunStatus.DRAINED
+                why = continuation_due(status, drained, profile, number)
+                if why is not None:
                     number += 1
                     log.warning(
                         "allocation %s %s; %s; submitting continuation %d",
                         current,
-                        "lost a node" if node_failed else "hit its walltime",
+                        why,
                         lost_tasks_note(db),
                         number,
                     )

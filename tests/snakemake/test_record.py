@@ -11,8 +11,7 @@ pytest.importorskip("snakemake_interface_executor_plugins")
 from hpcflow.store.registry import list_runs  # noqa: E402
 from hpcflow.store.statedb import StateDB  # noqa: E402
 from hpcflow.worker.calls import Outcome  # noqa: E402
-from snakemake_executor_plugin_hpcflow.record import Ended  # noqa: E402
-from snakemake_executor_plugin_hpcflow.session import create_run_dir  # noqa: E402
+from snakemake_executor_plugin_hpcflow.record import Ended, create_run_dir  # noqa: E402
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, task_for_job  # noqa: E402
 
 

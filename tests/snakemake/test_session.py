@@ -12,12 +12,10 @@ import pytest
 pytest.importorskip("snakemake_interface_executor_plugins")
 
 from hpcflow.errors import HpcflowError  # noqa: E402
+from hpcflow.modes.pilot_client import published_address  # noqa: E402
 from hpcflow.worker.calls import Outcome  # noqa: E402
 from snakemake_executor_plugin_hpcflow.executor import failure_message, make_session  # noqa: E402
-from snakemake_executor_plugin_hpcflow.session import (  # noqa: E402
-    LocalSession,
-    _published_address,
-)
+from snakemake_executor_plugin_hpcflow.session import LocalSession  # noqa: E402
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings  # noqa: E402
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, task_for_job  # noqa: E402
 
@@ -59,13 +57,13 @@ def test_a_failure_message_names_what_happened_and_both_logs():
 
 def test_the_published_address_must_be_this_allocations(tmp_path: Path):
     path = tmp_path / "scheduler.json"
-    assert _published_address(path, "7") is None
+    assert published_address(path, "7") is None
     path.write_text(json.dumps({"address": "tls://10.0.0.1:8786", "allocation": "6"}))
-    assert _published_address(path, "7") is None  # an earlier allocation's file
+    assert published_address(path, "7") is None  # an earlier allocation's file
     path.write_text(json.dumps({"address": "tls://10.0.0.1:8786", "allocation": "7"}))
-    assert _published_address(path, "7") == "tls://10.0.0.1:8786"
+    assert published_address(path, "7") == "tls://10.0.0.1:8786"
     path.write_text("{not json")
-    assert _published_address(path, "7") is None
+    assert published_address(path, "7") is None
 
 
 def test_a_status_check_before_post_init_is_harmless():
@@ -103,16 +101,27 @@ class _Backend:
 
 
 def _pilot(tmp_path: Path, backend: _Backend, *, resubmit: bool = True, number: int = 1):
+    """A PilotSession whose allocation 41 (number ``number``) lost its scheduler."""
+    from hpcflow.modes.pilot_client import PilotClientAllocation
     from hpcflow.settings import resolve_profile
+    from hpcflow.store.paths import RunPaths
     from snakemake_executor_plugin_hpcflow.session import PilotSession
 
     profile = resolve_profile(
         "slurm-test", overrides={"resubmit": resubmit, "poll_interval": 0.01}
     ).profile
     session = PilotSession(tmp_path, "Snakefile", profile, backend)  # type: ignore[arg-type]
-    session.native_id, session.number = "41", number
-    session.client = SimpleNamespace(status="connecting", close=lambda **kw: None)
-    return session
+    allocation = PilotClientAllocation(
+        profile,
+        backend,
+        RunPaths(tmp_path / "run"),
+        "r1",
+        tmp_path,  # type: ignore[arg-type]
+    )
+    allocation.native_id, allocation.number = "41", number
+    allocation._client = SimpleNamespace(status="connecting", close=lambda **kw: None)
+    session.allocation = session.workers = allocation
+    return session, allocation
 
 
 @pytest.mark.parametrize(
@@ -133,13 +142,15 @@ def test_jobs_lost_with_the_allocation_are_resent_only_to_a_continuation(
     state = AllocationState.COMPLETED if native_state == "COMPLETED" else AllocationState.TIMEOUT
     if native_state == "NODE_FAIL":
         state = AllocationState.FAILED
-    session = _pilot(tmp_path, _Backend(state, native_state), resubmit=resubmit, number=number)
+    backend = _Backend(state, native_state)
+    session, allocation = _pilot(tmp_path, backend, resubmit=resubmit, number=number)
     started = []
-    monkeypatch.setattr(session, "_continue", lambda old: started.append(session.number + 1))
+    monkeypatch.setattr(allocation, "_continue", lambda old: started.append(allocation.number + 1))
     assert session.lost() == verdict
     assert started == ([number + 1] if verdict == "resend" else [])
     if verdict == "resend":
-        assert session.client is None  # the lost cluster's client is closed
+        assert allocation._client is None  # the lost cluster's client is closed
+        assert session.submit(None, None) is None  # type: ignore[arg-type]  # jobs wait
 
 
 def test_a_lost_job_on_a_live_cluster_fails_and_a_lost_scheduler_waits_for_the_end(
@@ -148,13 +159,28 @@ def test_a_lost_job_on_a_live_cluster_fails_and_a_lost_scheduler_waits_for_the_e
     from hpcflow.backends.base import AllocationState
 
     backend = _Backend(AllocationState.RUNNING, "RUNNING")
-    session = _pilot(tmp_path, backend)
-    session.client = SimpleNamespace(status="running")
+    session, allocation = _pilot(tmp_path, backend)
+    allocation._client = SimpleNamespace(status="running")
+    assert session.client is allocation._client
     assert session.lost() == "failed" and backend.polls == 0  # Dask gave up on the job
-    session.client = SimpleNamespace(status="connecting", close=lambda **kw: None)
+    allocation._client = SimpleNamespace(status="connecting", close=lambda **kw: None)
     assert session.lost() == "wait"  # scheduler gone, SLURM still says RUNNING
     assert session.submit(None, None) is None  # new jobs wait too  # type: ignore[arg-type]
     # ... for longer than the grace: the allocation is given up.
-    session._lost_since = time.monotonic() - 1000.0
-    session._last_poll = 0.0
+    allocation._lost_since = time.monotonic() - 1000.0
+    allocation._last_poll = 0.0
     assert session.lost() == "failed" and backend.cancelled == ["41"]
+
+
+def test_the_continuation_rule_is_pilot_modes():
+    from hpcflow.backends.base import AllocationState, AllocationStatus
+    from hpcflow.modes.pilot import continuation_due
+    from hpcflow.settings import resolve_profile
+
+    profile = resolve_profile("slurm-test", overrides={"resubmit": True}).profile
+    timeout = AllocationStatus("41", AllocationState.TIMEOUT, "TIMEOUT")
+    completed = AllocationStatus("41", AllocationState.COMPLETED, "COMPLETED")
+    assert continuation_due(timeout, False, profile, 1) == "hit its walltime"
+    assert continuation_due(completed, True, profile, 1) == "hit its walltime"  # drained
+    assert continuation_due(completed, False, profile, 1) is None
+    assert continuation_due(timeout, False, profile, profile.max_resubmits + 1) is None

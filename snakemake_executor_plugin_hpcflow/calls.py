@@ -1,0 +1,119 @@
+"""A Snakemake job as hpcflow's workers run it: one :class:`~hpcflow.worker.calls.TaskCall`.
+
+The call runs the job's command (Snakemake's own ``format_job_exec``) as a shell task with
+its logs in ``RUN_DIR/tasks/SLUG/``, by the worker code of hpcflow's own tasks
+(:func:`hpcflow.worker.chunk.run_chunk`); :func:`job_key` names it for Dask (and for
+Snakemake, as the job's external id); :func:`check_fits` refuses, before it is sent, a job
+no worker could ever hold (Dask would keep it waiting forever).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from hpcflow.errors import HpcflowError
+from hpcflow.store.paths import RunPaths
+from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.chunk import run_chunk
+from hpcflow.worker.groups import kill_running
+from snakemake_executor_plugin_hpcflow.translate import TaskRequest
+
+log = logging.getLogger(__name__)
+
+
+class CapacityError(HpcflowError):
+    """A job asks for more than any worker of the session's cluster offers."""
+
+
+def check_fits(task: TaskRequest, max_cpus: int, gpus: int) -> None:
+    """Refuse ``task`` if it needs more than ``max_cpus`` CPU slots or ``gpus`` GPUs."""
+    cpus = int(task.dask_resources.get("cpus", 1))
+    if cpus > max_cpus:
+        raise CapacityError(
+            f"{task.task_id} asks for {cpus} cpus but a worker of this hpcflow cluster "
+            f"has {max_cpus}",
+            hint="lower the rule's threads (or --set-threads), or use --hpcflow-mode "
+            "pilot with a profile whose workers are bigger",
+        )
+    wanted = int(task.dask_resources.get("GPU", 0))
+    if wanted > gpus:
+        raise CapacityError(
+            f"{task.task_id} asks for {wanted} GPUs but a worker of this hpcflow cluster "
+            f"has {gpus}",
+            hint="use --hpcflow-mode pilot with a GPU profile, e.g. --hpcflow-profile slurm-gpu",
+        )
+
+
+def task_call(
+    task: TaskRequest, command: str, paths: RunPaths, workdir: Path, index: int
+) -> TaskCall:
+    """The call number ``index`` of the run, which runs ``command`` for ``task``."""
+    stdout, stderr, result = paths.attempt_files(task.slug, task.attempt)
+    return TaskCall(
+        index=index,
+        attempt=task.attempt,
+        kind="shell",
+        command=command,
+        argv=None,
+        python=None,
+        kwargs=None,
+        workdir=str(workdir),
+        env=None,
+        timeout=task.timeout,
+        # Snakemake checks inputs and outputs itself (and keeps its own incomplete
+        # markers); hpcflow must not move a failed job's outputs out of its way.
+        inputs=(),
+        outputs=(),
+        stdout=stdout,
+        stderr=stderr,
+        result=result,
+        quarantine_dir=paths.quarantine(task.slug, task.attempt),
+    )
+
+
+def job_key(task: TaskRequest, call: TaskCall) -> str:
+    """The Dask key of a job's call (also what Snakemake shows as its external id)."""
+    return f"snakemake-{task.slug}-{task.attempt}-{call.index}"
+
+
+def send(client: Any, task: TaskRequest, call: TaskCall) -> Any:
+    """Submit ``call`` to the Dask ``client``; the future resolves to ``[Outcome]``."""
+    key = job_key(task, call)
+    return client.submit(run_chunk, [call], key=key, resources=task.dask_resources, pure=False)
+
+
+def cancel_calls(client: Any, futures: list[Any]) -> None:
+    """Cancel ``futures`` and kill every task process the workers are running."""
+    try:
+        client.cancel(futures, force=True)
+        client.run(kill_running, wait=True)
+    except Exception as exc:  # workers may already be gone; closing follows anyway
+        log.debug("cancelling on the workers failed: %s", exc)
+
+
+class PendingSlots:
+    """The CPU slots of the calls sent and not finished (what an elastic cluster grows
+    for); called from the cluster's thread, added to from Snakemake's."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def add(self, future: Any, task: TaskRequest) -> None:
+        """Count ``task``'s slots until its ``future`` is done."""
+        key = str(future.key)
+        with self._lock:
+            self._slots[key] = task.dask_resources.get("cpus", 1.0)
+
+        def done(_: Any) -> None:
+            with self._lock:
+                self._slots.pop(key, None)
+
+        future.add_done_callback(done)
+
+    def __call__(self) -> int:
+        with self._lock:
+            return int(sum(self._slots.values()))
