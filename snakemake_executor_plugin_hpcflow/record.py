@@ -15,15 +15,13 @@ milliseconds; ``ended`` writes every job a status check found finished at once).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcflow.engine.lifecycle import make_run_dir, new_run_id
+from hpcflow.engine.lifecycle import make_run_dir, new_run_id, run_meta
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.states import RunStatus
@@ -54,7 +52,7 @@ def create_run_dir(
     workflow = str((workdir / snakefile).resolve())
     started = time.time()
     extra = {"engine": "snakemake", "mode": mode}
-    run_dir = StateRoot(workdir / ".hpcflow").runs / run_id
+    run_dir = StateRoot.in_folder(workdir).runs / run_id
     paths = make_run_dir(run_dir, run_id, workflow, backend, workdir, started, extra)
     record = RunRecord(paths)
     record.create(run_id, workflow, mode, backend, started)
@@ -74,16 +72,16 @@ class RunRecord:
         """Write the run's meta data."""
         with st.StateDB(self.paths.state_db) as db:
             db.set_meta(
-                run_id=run_id,
-                status=RunStatus.RUNNING,
-                started=started,
-                pid=os.getpid(),
-                host=socket.gethostname(),
-                workflow=workflow,
-                backend=backend,
-                engine="snakemake",
-                mode=mode,
-                total=0,
+                **run_meta(
+                    run_id,
+                    RunStatus.RUNNING,
+                    started,
+                    workflow,
+                    backend,
+                    engine="snakemake",
+                    mode=mode,
+                    total=0,
+                )  # fmt: skip
             )
 
     def set_meta(self, **values: object) -> None:

@@ -90,6 +90,7 @@ def command(
 
     from hpcflow.cli import console as ui
     from hpcflow.engine.prepare import RunOptions, prepare
+    from hpcflow.modes.follow import Follow
     from hpcflow.modes.local import run_local
     from hpcflow.modes.registry import mode_of, runner_for
     from hpcflow.store import statedb as st
@@ -144,7 +145,7 @@ def command(
                 options,
                 slurm,
                 get_backend("allocation"),
-                observer=observer,
+                Follow(observer=observer),
                 layout=layout,
             )
         if mode_of(resolved) == "local":
@@ -160,15 +161,8 @@ def command(
 
         backend = get_backend(resolved.backend, profile=resolved)
         run_mode = runner_for(mode_of(resolved))
-        return run_mode(
-            prepared,
-            options,
-            resolved,
-            backend,
-            observer=observer,
-            detach=detach,
-            on_submit=submitted,
-        )
+        follow = Follow(observer=observer, detach=detach, on_submit=submitted)
+        return run_mode(prepared, options, resolved, backend, follow)
 
     if live and not detach:
         with progress:

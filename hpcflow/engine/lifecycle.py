@@ -230,21 +230,39 @@ def create_run(
         for inst in graph.instances
     )
     db.set_meta(
-        run_id=run_id,
-        status=RunStatus.CREATED,
-        started=started,
-        pid=os.getpid(),
-        host=socket.gethostname(),
-        creator=ProcessIdentity.current().to_meta(),
-        workflow=str(prepared.workflow_file.resolve()),
-        backend=backend,
-        total=len(graph.instances),
-        to_run=prepared.decision.to_run,
+        **run_meta(
+            run_id,
+            RunStatus.CREATED,
+            started,
+            str(prepared.workflow_file.resolve()),
+            backend,
+            total=len(graph.instances),
+            to_run=prepared.decision.to_run,
+        )
     )
     write_json_atomic(paths.plan, plan_summary(prepared))
     prepared.factory.paths = paths
     prepared.factory.journal = prepared.state_root.journal_prefix(prepared.key, run_id)
     return run_id, paths, db
+
+
+def run_meta(
+    run_id: str, status: RunStatus, started: float, workflow: str, backend: str, **extra: object
+) -> dict[str, object]:
+    """What ``state.sqlite``'s meta says of a new run: its id, status, start, the
+    creating process (host, pid and the identity that proves it later), the workflow file,
+    the backend, and ``extra``."""
+    return {
+        "run_id": run_id,
+        "status": status,
+        "started": started,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "creator": ProcessIdentity.current().to_meta(),
+        "workflow": workflow,
+        "backend": backend,
+        **extra,
+    }
 
 
 def plan_summary(prepared: PreparedRun) -> dict[str, object]:

@@ -19,40 +19,28 @@ from __future__ import annotations
 import _thread
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from hpcflow.backends.base import Backend
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.drive import drive
-from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import ProfileError, ResourceError
 from hpcflow.modes.elastic_cluster import ClusterFactory
 from hpcflow.modes.elastic_workers import ElasticWorkers, cancel_leftovers
+from hpcflow.modes.follow import QUIETLY, Follow
 from hpcflow.settings.profile import Profile
-from hpcflow.store.paths import RunPaths
 from hpcflow.store.states import RunStatus
 from hpcflow.transport.security import check_choice
 
 if TYPE_CHECKING:
     from hpcflow.modes.elastic_adapt import Backlog
 
-__all__ = ["cancel_leftovers", "check_elastic", "check_memory", "refuse_detach", "run_elastic"]
+__all__ = ["cancel_leftovers", "check_elastic", "check_memory", "run_elastic"]
 
 log = logging.getLogger(__name__)
-
-
-def refuse_detach() -> None:
-    """``--detach`` needs a driver that outlives the command; elastic mode has none."""
-    raise ProfileError(
-        "--detach cannot be used in elastic mode: its driver runs in this command on the "
-        "submit host, and the worker jobs stop when it does",
-        hint="keep the command running (e.g. in tmux, screen or nohup), or use "
-        "--mode pilot, whose driver runs inside the allocation",
-    )
 
 
 def check_elastic(profile: Profile) -> None:
@@ -74,10 +62,8 @@ def run_elastic(
     options: RunOptions,
     profile: Profile,
     backend: Backend,
+    follow: Follow = QUIETLY,
     *,
-    observer: Observer | None = None,
-    detach: bool = False,
-    on_submit: Callable[[str, RunPaths], None] | None = None,
     cluster_factory: ClusterFactory | None = None,
 ) -> RunSummary:
     """Create the run, start an adaptive jobqueue cluster, and drive the run on it."""
@@ -91,8 +77,11 @@ def run_elastic(
         "max_workers": profile.max_workers,
     }
     with RunLife(prepared, options, backend=profile.backend, extra=extra) as life:
-        if detach:
-            refuse_detach()
+        follow.refuse_detach(
+            "elastic",
+            "its driver runs in this command on the submit host, and the worker jobs stop "
+            "when it does",
+        )
         check_elastic(profile)
         life.create()
         backlog = Backlog()
@@ -118,7 +107,7 @@ def run_elastic(
         if life.nothing_to_run:
             return life.all_cached()
         return life.follow(
-            lambda: _drive_on_workers(prepared, life, workers, backlog, observer, on_submit),
+            lambda: _drive_on_workers(prepared, life, workers, backlog, follow),
             failure="elastic cluster failed",
         )
 
@@ -128,22 +117,20 @@ def _drive_on_workers(
     life: RunLife,
     workers: ElasticWorkers,
     backlog: Backlog,
-    observer: Observer | None,
-    on_submit: Callable[[str, RunPaths], None] | None,
+    follow: Follow,
 ) -> RunSummary:
     """Start the worker jobs' cluster and drive the run on it; close it whatever happens."""
     try:
         client = workers.start()
         life.db.set_meta(status=RunStatus.RUNNING, **workers.meta())
-        if on_submit:
-            on_submit(workers.plan.job_name, life.paths)
+        follow.submitted(workers.plan.job_name, life.paths)
         summary = drive(
             prepared,
             life.db,
             life.run_id,
             client,
             workers.plan.max_slots,
-            observer,
+            follow.observer,
             on_driver=backlog.attach,
         )
         if summary.cancelled and workers.gave_up:  # interrupted: no job could be submitted

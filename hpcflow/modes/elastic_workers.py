@@ -29,6 +29,7 @@ from hpcflow.modes.elastic_cluster import (
 )
 from hpcflow.modes.elastic_plan import plan_elastic
 from hpcflow.modes.elastic_watch import SubmitFailures, WorkerWatch
+from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
 from hpcflow.store.paths import RunPaths
 from hpcflow.transport.certificates import create_credentials
@@ -37,7 +38,7 @@ from hpcflow.transport.security import security_for
 log = logging.getLogger(__name__)
 
 
-class ElasticWorkers:
+class ElasticWorkers(WorkerSource):
     """The worker jobs of the run in ``paths``, from :meth:`start` to :meth:`close`.
 
     ``backlog`` gives the CPU slots of the work waiting or running: the cluster grows
@@ -58,10 +59,7 @@ class ElasticWorkers:
         on_fatal: Callable[[], None] | None = None,
         factory: ClusterFactory | None = None,
     ) -> None:
-        self.profile = profile
-        self.backend = backend
-        self.paths = paths
-        self.run_id = run_id
+        super().__init__(profile, backend, paths, run_id, base_dir)
         #: The jobqueue arguments and the shape of one worker (pure: nothing starts).
         self.plan = plan_elastic(
             profile, paths.run_dir, run_id, base_dir, log_directory=paths.workers_dir
@@ -93,7 +91,7 @@ class ElasticWorkers:
         self._quiet.enter_context(counted_failures_quiet())
         cluster = self._cluster = self._factory(plan, security, self.failures)
         # What every worker job runs, for `cat` when a worker misbehaves.
-        (paths.workers_dir / "job.sh").write_text(cluster.job_script(), encoding="utf-8")
+        paths.worker_job_script.write_text(cluster.job_script(), encoding="utf-8")
         log.info(
             "run %s: elastic cluster at %s (dashboard %s); %d to %d worker jobs of %d "
             "worker(s) x %d thread(s)",
@@ -147,7 +145,7 @@ class ElasticWorkers:
             f"{failures.last or 'unknown error'}",
             transient=False,
             hint=f"check the profile's partition, account and sizes; the job script is "
-            f"{self.paths.workers_dir / 'job.sh'}",
+            f"{self.paths.worker_job_script}",
         )
 
     def failure(self) -> str | None:

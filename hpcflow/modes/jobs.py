@@ -33,11 +33,11 @@ from hpcflow.backends.base import AllocationRequest, AllocationState, Allocation
 from hpcflow.backends.poller import Poller
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskTemplate
-from hpcflow.engine.driver import Observer
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError, SubmitError
+from hpcflow.modes.follow import QUIETLY, Follow
 from hpcflow.modes.jobs_plan import (
     JobUnit,
     LimitBackoff,
@@ -47,7 +47,7 @@ from hpcflow.modes.jobs_plan import (
     plan_units,
     scheduler_dependencies,
 )
-from hpcflow.modes.pilot import _default_poller
+from hpcflow.modes.pilot import default_poller
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
@@ -90,31 +90,22 @@ def run_jobs(
     options: RunOptions,
     profile: Profile,
     backend: Backend,
-    *,
-    observer: Observer | None = None,
-    detach: bool = False,
-    poller_factory: Callable[[Backend, Profile], Poller] | None = None,
-    on_submit: Callable[[str, RunPaths], None] | None = None,
+    follow: Follow = QUIETLY,
 ) -> RunSummary:
     """Create the run, submit its tasks as batch jobs, and follow them to the end."""
     with RunLife(
         prepared, options, backend=profile.backend, extra={"profile": profile.name, "mode": "jobs"}
     ) as life:
-        if detach:
-            raise RunError(
-                "jobs mode cannot --detach: the submit host records every task's outcome",
-                hint="run without --detach (e.g. inside tmux/screen or nohup), or use "
-                "--mode pilot, whose allocation records outcomes itself",
-            )
+        follow.refuse_detach("jobs", "the submit host records every task's outcome")
         life.create()
         if life.nothing_to_run:
             return life.all_cached()
-        poller = (poller_factory or _default_poller)(backend, profile)
+        poller = (follow.poller_factory or default_poller)(backend, profile)
         # This process is the driver (state.sqlite) and the submitting side (submit.sqlite).
         with st.SubmitDB(life.paths.submit_db) as submit:
             follower = JobsFollower(
                 prepared, profile, backend, life.db, submit, life.paths, life.run_id, poller,
-                observer=observer, on_submit=on_submit,
+                follow=follow,
             )  # fmt: skip
             life.db.set_meta(status=RunStatus.RUNNING)
             return life.follow(follower.run, on_stop=follower.cancel_all)
@@ -135,8 +126,7 @@ class JobsFollower:
         run_id: str,
         poller: Poller,
         *,
-        observer: Observer | None = None,
-        on_submit: Callable[[str, RunPaths], None] | None = None,
+        follow: Follow = QUIETLY,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
@@ -151,9 +141,9 @@ class JobsFollower:
         self.poller = poller
         self.clock = clock
         self.sleep = sleep
-        self.observer = observer
-        #: Called once, with the first job's native id (the CLI prints it).
-        self.on_submit = on_submit
+        self.observer = follow.observer
+        #: Told once, with the first job's native id (the CLI prints it).
+        self.follow = follow
         rows = db.tasks()
         self.state = [r.state for r in rows]
         self.attempts = [r.attempts for r in rows]
@@ -330,9 +320,9 @@ class JobsFollower:
             unit.number, self._name(unit), unit.size, "" if unit.size == 1 else "s",
             self.backend.name, native_id, f" after {', '.join(depends)}" if depends else "",
         )  # fmt: skip
-        if self.on_submit is not None and not self.announced:
+        if not self.announced:
             self.announced = True
-            self.on_submit(native_id, self.paths)
+            self.follow.submitted(native_id, self.paths)
         return True
 
     def _refused(self, job: _Job, exc: SubmitError, depends: list[str]) -> bool:

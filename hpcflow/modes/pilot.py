@@ -27,6 +27,7 @@ from hpcflow.engine.lifecycle import RunLife, RunSummary, summarize
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
 from hpcflow.launchers import bootstrap_argv, head_argv, worker_launch_argv
+from hpcflow.modes.follow import QUIETLY, Follow
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
@@ -305,11 +306,8 @@ def run_pilot(
     options: RunOptions,
     profile: Profile,
     backend: Backend,
+    follow: Follow = QUIETLY,
     *,
-    observer: Observer | None = None,
-    detach: bool = False,
-    poller_factory: Callable[[Backend, Profile], Poller] | None = None,
-    on_submit: Callable[[str, RunPaths], None] | None = None,
     layout: dict[str, int] | None = None,
 ) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
@@ -357,17 +355,16 @@ def run_pilot(
                 )  # fmt: skip
                 raise
             submit.set_meta(status=RunStatus.SUBMITTED)
-            if on_submit:
-                on_submit(native_id, paths)
-            if detach:
+            follow.submitted(native_id, paths)
+            if follow.detach:
                 return RunSummary(
                     run_id, paths, {"submitted": 1}, elapsed=time.time() - life.started
                 )
-            poller = (poller_factory or default_poller)(backend, profile)
+            poller = (follow.poller_factory or default_poller)(backend, profile)
             with st.StateDB(paths.state_db, readonly=True) as view:
                 return _follow(
                     view, submit, paths, run_id, backend, poller, profile, plan, native_id,
-                    observer, life.started,
+                    follow.observer, life.started,
                 )  # fmt: skip
 
 
@@ -416,7 +413,6 @@ def default_poller(backend: Backend, profile: Profile) -> Poller:
 
 
 #: The old name (jobs mode imports it).
-_default_poller = default_poller
 
 
 def continuation_due(

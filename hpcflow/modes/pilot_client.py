@@ -24,6 +24,7 @@ from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import check_transport
 from hpcflow.errors import AllocationFailed, HpcflowError
 from hpcflow.modes.pilot import continuation_due, default_poller, plan_pilot, submit_allocation
+from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
@@ -50,7 +51,7 @@ def check_pilot_client(profile: Profile, backend: Backend) -> None:
     check_transport(profile.transport, profile.python)
 
 
-class PilotClientAllocation:
+class PilotClientAllocation(WorkerSource):
     """ONE allocation at a time for the run in ``paths``, this process its Dask client.
 
     With ``resubmit: true`` in the profile, an allocation that hits its walltime (or loses
@@ -69,11 +70,7 @@ class PilotClientAllocation:
         *,
         scheduler_timeout: float | None = None,
     ) -> None:
-        self.profile = profile
-        self.backend = backend
-        self.paths = paths
-        self.run_id = run_id
-        self.base_dir = base_dir
+        super().__init__(profile, backend, paths, run_id, base_dir)
         self.scheduler_timeout = scheduler_timeout
         self._client: Any = None
         self.native_id: str | None = None
@@ -155,7 +152,7 @@ class PilotClientAllocation:
             raise RuntimeError("the allocation has not been submitted")
         poller = default_poller(self.backend, self.profile)
         poller.track([native_id])
-        address_file = paths.run_dir / "scheduler.json"
+        address_file = paths.scheduler_address
         started = time.monotonic()
         while not self._stopping.is_set():
             address = published_address(address_file, native_id)

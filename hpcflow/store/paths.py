@@ -44,7 +44,13 @@ class StateRoot:
 
     @classmethod
     def beside(cls, workflow_file: Path) -> StateRoot:
-        return cls(workflow_file.resolve().parent / ".hpcflow")
+        """The state folder of the workflow in ``workflow_file``."""
+        return cls.in_folder(workflow_file.resolve().parent)
+
+    @classmethod
+    def in_folder(cls, folder: Path) -> StateRoot:
+        """The state folder of workflows in ``folder`` (a Snakemake run's working folder)."""
+        return cls(folder / ".hpcflow")
 
     @property
     def runs(self) -> Path:

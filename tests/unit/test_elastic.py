@@ -217,7 +217,7 @@ def test_detach_is_refused_before_anything_is_created(tmp_path, hpcflow):
     wf = write_workflow(tmp_path, "name: d\ntasks:\n  - name: a\n    command: 'true'\n")
     result = hpcflow("run", str(wf), "--profile", "slurm-test", "--mode", "elastic", "--detach")
     assert result.returncode == 2, result.output
-    assert "--detach cannot be used in elastic mode" in result.stderr
+    assert "elastic mode cannot --detach" in result.stderr
     assert "hint:" in result.stderr and "--mode pilot" in result.stderr
     assert not (tmp_path / ".hpcflow" / "runs").exists() or not any(
         (tmp_path / ".hpcflow" / "runs").iterdir()

@@ -15,6 +15,7 @@ import pytest
 from hpcflow.backends.base import AllocationRequest, AllocationState, AllocationStatus
 from hpcflow.engine.prepare import RunOptions, prepare
 from hpcflow.errors import RunError, SubmitError
+from hpcflow.modes.follow import Follow
 from hpcflow.modes.jobs import run_jobs
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
@@ -110,7 +111,7 @@ def test_detach_is_refused_before_anything_is_created(tmp_path, monkeypatch):
     backend = Refusing(SubmitError("never", transient=False))
     prepared, options, profile, _ = _run(tmp_path, monkeypatch, backend)
     with pytest.raises(RunError, match="--detach"):
-        run_jobs(prepared, options, profile, backend, detach=True)
+        run_jobs(prepared, options, profile, backend, Follow(detach=True))
     assert backend.submitted == 0
     assert not list(tmp_path.glob(".hpcflow/runs/*"))
 
