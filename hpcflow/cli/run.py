@@ -95,6 +95,7 @@ def command(
     from hpcflow.modes.registry import mode_of, runner_for
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
+    from hpcflow.store.states import RunStatus
 
     overrides = {
         "nodes": nodes,
@@ -169,7 +170,7 @@ def command(
             summary = run_it(progress)
     else:
         summary = run_it(None)
-    if detach and "submitted" in summary.totals:
+    if detach and RunStatus.SUBMITTED in summary.totals:
         out.print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
         return
     paths = summary.paths

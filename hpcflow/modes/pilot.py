@@ -358,7 +358,7 @@ def run_pilot(
             follow.submitted(native_id, paths)
             if follow.detach:
                 return RunSummary(
-                    run_id, paths, {"submitted": 1}, elapsed=time.time() - life.started
+                    run_id, paths, {RunStatus.SUBMITTED: 1}, elapsed=time.time() - life.started
                 )
             poller = (follow.poller_factory or default_poller)(backend, profile)
             with st.StateDB(paths.state_db, readonly=True) as view:
