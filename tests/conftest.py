@@ -133,3 +133,12 @@ def status_json(env: dict[str, str], cwd: Path | None = None, *refs: str) -> dic
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Handle SIGINT in the test process even when it was started with SIGINT ignored
+    (in the background by a script): the programs the tests start, and then interrupt,
+    would inherit the ignored signal (a handled one is reset to the default on exec)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)

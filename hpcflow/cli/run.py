@@ -132,6 +132,10 @@ def command(
         return
     order = list(prepared.graph.counts_by_task())
     signal.signal(signal.SIGTERM, _raise_interrupt)
+    # A command started in the background by a script inherits SIGINT ignored; Ctrl-C,
+    # `kill -INT` and the interrupts hpcflow raises itself (elastic mode's watch, when no
+    # worker job can be submitted) must still stop the run.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     live = not quiet and out.is_terminal
     progress = ui.LiveProgress(out, order)
 
