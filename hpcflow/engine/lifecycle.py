@@ -15,6 +15,7 @@ import os
 import secrets
 import shutil
 import socket
+import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -397,10 +398,25 @@ def mark_unfinished(db: st.StateDB, message: str) -> None:
 def summarize(
     db: st.StateDB, paths: RunPaths, run_id: str, started: float, cancelled: bool = False
 ) -> RunSummary:
-    """The :class:`RunSummary` of a batch run, read back from its state database."""
+    """The :class:`RunSummary` of a batch run, read back from its state database.
+
+    A cancelled run may have lost its driver in the middle of a commit: until a writer
+    opens the file again (the next ``hpcflow run`` of it does) a read-only reader cannot
+    roll that commit back. The summary then says so instead of failing the cancellation.
+    """
     totals: dict[str, int] = {}
-    for counts in db.counts().values():
-        for state, n in counts.items():
-            totals[state] = totals.get(state, 0) + n
-    failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
+    try:
+        for counts in db.counts().values():
+            for state, n in counts.items():
+                totals[state] = totals.get(state, 0) + n
+        failed = [r.idx for r in db.tasks(states=(st.FAILED,))]
+    except sqlite3.Error as exc:
+        if not cancelled:
+            raise
+        log.warning(
+            "the cancelled run's task states cannot be read now (%s); `hpcflow run` of the "
+            "same workflow resumes it from its last commit and the tasks' journals",
+            exc,
+        )
+        totals, failed = {}, []
     return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)

@@ -12,7 +12,8 @@ shared file system. That decides the settings here:
 - ``synchronous=FULL``: a commit is on the server before the writer goes on, so a
   writer's node that dies loses nothing it had committed;
 - readers open the file read-only (``mode=ro``): they take shared locks and never write,
-  so they cannot leave a journal or a lock behind;
+  so they cannot leave a journal or a lock behind; a read that a client's stale caches
+  fail is tried again on a fresh connection (:class:`SharedReader`);
 - a commit on a network file system costs tens of milliseconds (about 19 ms on
   GlusterFS here), so writers batch: :class:`BatchedWriter` keeps statements in memory
   and commits them together at most every ``commit_interval`` seconds. What must not
@@ -58,7 +59,7 @@ def connect_reader(path: Path) -> sqlite3.Connection:
     if not path.exists():
         raise FileNotFoundError(path)
     conn = sqlite3.connect(read_only_uri(path), uri=True, timeout=BUSY_SECONDS)
-    read_rows(conn, f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
+    conn.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
     return conn
 
 
@@ -74,35 +75,89 @@ _TRANSIENT = (
     # would have to roll it back: on GlusterFS a reader on another client saw the
     # journal of a commit in progress without the writer's lock for a moment.
     "readonly database",
+    # Pages of two commits at once: a client of GlusterFS serves some pages of the file
+    # from its caches and others fresh from the server. Measured with a writer on one
+    # mount committing continuously and a reader on another: about one read in twenty
+    # failed so ("malformed", "no such table"), and each succeeded on a fresh connection
+    # within four tries.
+    "malformed",
+    "no such table",
+    "file is not a database",
 )
 
 
 def transient(exc: sqlite3.Error) -> bool:
     """Whether ``exc`` is what a reader on another client of a network file system sees
     for a moment while the writer commits (its caches one step behind the server)."""
-    return isinstance(exc, sqlite3.OperationalError) and any(
+    return isinstance(exc, sqlite3.DatabaseError) and any(
         word in str(exc).lower() for word in _TRANSIENT
     )
 
 
-def read_rows(
-    conn: sqlite3.Connection, sql: str, params: Sequence[Any] = (), *, tries: int = READ_TRIES
-) -> list[tuple[Any, ...]]:
-    """``conn.execute(sql, params).fetchall()`` for a reader, tried again (0.05 s, 0.1 s,
-    ... up to 2 s apart) when the file system fails it transiently. Measured on GlusterFS:
-    a read-only reader on another mount saw ``disk I/O error`` now and then while the
-    writer committed; the same read a moment later succeeds."""
-    delay = 0.05
-    for _ in range(tries - 1):
+class SharedReader:
+    """A read-only view of an SQLite file that another process writes, possibly through
+    another client of a network file system, with other files joined by ``ATTACH``.
+
+    :meth:`rows` tries a query again when the file system fails it transiently
+    (:func:`transient`), each time on a fresh connection, so that neither SQLite's page
+    cache nor the kernel's keeps the stale pages that failed it.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._attached: dict[str, Path] = {}
+        self._conn: sqlite3.Connection | None = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = connect_reader(self.path)
         try:
-            return conn.execute(sql, tuple(params)).fetchall()
-        except sqlite3.OperationalError as exc:
-            if not transient(exc):
-                raise
-            log.debug("read failed (%s); trying again in %.2fs", exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-    return conn.execute(sql, tuple(params)).fetchall()
+            for name, path in self._attached.items():
+                conn.execute(f"ATTACH DATABASE ? AS {name}", (read_only_uri(path),))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def attach(self, name: str, path: Path) -> None:
+        """Join the read-only file ``path`` as schema ``name`` (an identifier of ours)."""
+        if not name.isidentifier():
+            raise ValueError(f"not a schema name: {name!r}")
+        if self._conn is not None:
+            self._conn.execute(f"ATTACH DATABASE ? AS {name}", (read_only_uri(path),))
+        self._attached[name] = path
+
+    def rows(
+        self, sql: str, params: Sequence[Any] = (), *, tries: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """``execute(sql, params).fetchall()``, tried again (0.05 s, 0.1 s, ... up to 2 s
+        apart, on a fresh connection; ``tries`` times in all, :data:`READ_TRIES` unless
+        given) when the file system fails it transiently."""
+        tries = READ_TRIES if tries is None else tries
+        delay = 0.05
+        for attempt in range(1, tries + 1):
+            try:
+                if self._conn is None:
+                    self._conn = self._open()
+                return self._conn.execute(sql, tuple(params)).fetchall()
+            except sqlite3.Error as exc:
+                if attempt == tries or not transient(exc):
+                    raise
+                log.debug("read of %s failed (%s); trying again in %.2fs", self.path, exc, delay)
+                self._drop()
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                pass
+
+    def close(self) -> None:
+        self._drop()
 
 
 class BatchedWriter:

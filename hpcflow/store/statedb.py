@@ -26,13 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpcflow.store.sqlite import (
-    BatchedWriter,
-    connect_reader,
-    connect_writer,
-    read_only_uri,
-    read_rows,
-)
+from hpcflow.store.sqlite import BatchedWriter, SharedReader, connect_writer
 from hpcflow.store.states import RunStatus, TaskState
 
 _SCHEMA = """
@@ -202,19 +196,20 @@ class StateDB:
         self.submit_path = submit_path or RunPaths(path.parent).submit_db
         self._attached = False
         self._writer: BatchedWriter | None = None
+        self._reader: SharedReader | None = None
         if readonly:
-            self._conn = connect_reader(path)
+            self._reader = SharedReader(path)
         else:
-            self._conn = connect_writer(path)
-            self._conn.executescript(_SCHEMA)
-            self._writer = BatchedWriter(self._conn)
+            conn = connect_writer(path)
+            conn.executescript(_SCHEMA)
+            self._writer = BatchedWriter(conn)
 
     def close(self) -> None:
         """Commit what waits (the driver's batched writes) and close."""
         if self._writer is not None:
             self._writer.close()
-        else:
-            self._conn.close()
+        if self._reader is not None:
+            self._reader.close()
 
     def __enter__(self) -> StateDB:
         return self
@@ -303,14 +298,15 @@ class StateDB:
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._writer is not None:
             return self._writer.read(sql, params)
-        return read_rows(self._conn, sql, params)
+        assert self._reader is not None
+        return self._reader.rows(sql, params)
 
     def _submit(self) -> bool:
         """Whether ``submit.sqlite`` is joined (readers only; attached once it exists)."""
-        if self._writer is not None:
+        if self._reader is None:
             return False
         if not self._attached and self.submit_path.exists():
-            self._conn.execute("ATTACH DATABASE ? AS submit", (read_only_uri(self.submit_path),))
+            self._reader.attach("submit", self.submit_path)
             self._attached = True
         return self._attached
 

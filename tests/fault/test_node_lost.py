@@ -5,6 +5,8 @@ does not end it when the node is declared DOWN: the Dask scheduler drops the nod
 its tasks run again on the remaining workers and the run succeeds in the same allocation.
 Tasks that land on the doomed node hold there until it dies, so which tasks were lost is
 known exactly: each of them runs once more, elsewhere, and no other task runs twice.
+Tasks elsewhere hold until the victim has begun two (however late its worker joins on a
+busy machine), then all are released and the victim is killed.
 
 A private cluster of three logical nodes (SlurmdTimeout 6 s, so the node is declared DOWN
 within seconds); the node is started again at the end and must return to idle.
@@ -35,7 +37,7 @@ tasks:
     command: >-
       echo "begin $SLURMD_NODENAME" >> attempts/{{i}};
       if [ -e "hold-$SLURMD_NODENAME" ]; then sleep 300; fi;
-      sleep 1;
+      until [ -e release ]; do sleep 0.2; done;
       echo done > {{outputs}};
       echo "end $SLURMD_NODENAME" >> attempts/{{i}}
     outputs: ["out/{{i}}.txt"]
@@ -87,6 +89,7 @@ def test_lost_node_tasks_rerun_on_the_remaining_workers(tmp_path, env, private_c
         # (rank 1): those are on n1, where the batch script runs.
         assert any(name.endswith(f"@{VICTIM}") for name in names), names
         assert not any(name in (f"rank-0@{VICTIM}", f"rank-1@{VICTIM}") for name in names)
+        (tmp_path / "release").touch()
         killed = cluster.kill_node(VICTIM)
         assert killed, f"nothing of {VICTIM} was running"
         lost = begun_on(tmp_path, VICTIM)  # read after the kill: one may have just begun
@@ -134,7 +137,7 @@ HELD_WF = WF.replace(
     'if [ -e "hold-$SLURMD_NODENAME" ]; then sleep 300; fi;',
     'if [ -e "hold-$SLURMD_NODENAME" ]; then echo "hold $SLURMD_NODENAME" >> attempts/{i}; '
     "sleep 300; fi;",
-)
+).replace("until [ -e release ]; do sleep 0.2; done;", "sleep 1;")
 
 
 def test_lost_head_node_ends_the_allocation_and_the_resume_reruns_exactly_the_lost(

@@ -16,7 +16,7 @@ from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo, remove_journals
 from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.process import ProcessIdentity
-from hpcflow.store.sqlite import BatchedWriter, read_rows
+from hpcflow.store.sqlite import BatchedWriter, SharedReader, connect_writer
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.journal import close_journals, journal_file, note_success
 
@@ -112,30 +112,82 @@ def test_a_driver_that_finished_has_the_last_word():
 
 
 class _Flaky:
-    """A connection whose first ``fails`` queries fail as a network file system can."""
+    """A connection that fails every query as a network file system can (``message``)."""
 
-    def __init__(self, fails: int, message: str = "disk I/O error") -> None:
-        self.fails, self.message, self.calls = fails, message, 0
+    def __init__(self, message: str, error: type[sqlite3.Error]) -> None:
+        self.message, self.error = message, error
 
     def execute(self, sql, params=()):  # type: ignore[no-untyped-def]
-        self.calls += 1
-        if self.calls <= self.fails:
-            raise sqlite3.OperationalError(self.message)
-        return self
+        raise self.error(self.message)
 
-    def fetchall(self):  # type: ignore[no-untyped-def]
-        return [(1,)]
+    def close(self) -> None:
+        pass
 
 
-def test_readers_try_again_after_a_transient_error():
-    flaky = _Flaky(2)
-    assert read_rows(flaky, "SELECT 1") == [(1,)]  # type: ignore[arg-type]
-    assert flaky.calls == 3
-    assert read_rows(_Flaky(1, "attempt to write a readonly database"), "SELECT 1") == [(1,)]  # type: ignore[arg-type]
-    with pytest.raises(sqlite3.OperationalError, match="no such table"):
-        read_rows(_Flaky(1, "no such table: x"), "SELECT 1")  # type: ignore[arg-type]
-    with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
-        read_rows(_Flaky(99), "SELECT 1", tries=3)  # type: ignore[arg-type]
+class _FlakyReader(SharedReader):
+    """A real reader whose first ``fails`` connections fail every query."""
+
+    def __init__(self, path, fails: int, message: str, error=sqlite3.OperationalError):  # type: ignore[no-untyped-def]
+        self.fails, self.message, self.error, self.opened = fails, message, error, 0
+        super().__init__(path)
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        self.opened += 1
+        if self.opened <= self.fails:
+            return _Flaky(self.message, self.error)
+        return super()._open()
+
+
+def _db_with_a_row(path):  # type: ignore[no-untyped-def]
+    conn = connect_writer(path)
+    conn.execute("CREATE TABLE t (x)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    conn.close()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ("disk I/O error", sqlite3.OperationalError),
+        ("attempt to write a readonly database", sqlite3.OperationalError),
+        ("database disk image is malformed", sqlite3.DatabaseError),
+        ("no such table: t", sqlite3.OperationalError),
+    ],
+)
+def test_readers_try_again_on_a_fresh_connection(tmp_path, message, error):
+    path = _db_with_a_row(tmp_path / "a.sqlite")
+    reader = _FlakyReader(path, 2, message, error)
+    assert reader.rows("SELECT x FROM t") == [(1,)]
+    assert reader.opened == 3  # each failure dropped its connection
+    with pytest.raises(error, match=message.split(":")[0]):
+        _FlakyReader(path, 99, message, error).rows("SELECT x FROM t", tries=3)
+
+
+def test_readers_raise_at_once_what_is_not_transient(tmp_path):
+    path = _db_with_a_row(tmp_path / "a.sqlite")
+    reader = _FlakyReader(path, 1, "near \"SELEC\": syntax error")
+    with pytest.raises(sqlite3.OperationalError, match="syntax error"):
+        reader.rows("SELECT x FROM t")
+    assert reader.opened == 1
+
+
+def test_a_fresh_connection_keeps_what_was_attached(tmp_path):
+    main = _db_with_a_row(tmp_path / "a.sqlite")
+    other = connect_writer(tmp_path / "b.sqlite")
+    other.execute("CREATE TABLE u (y)")
+    other.execute("INSERT INTO u VALUES (2)")
+    other.close()
+    reader = _FlakyReader(main, 0, "disk I/O error")
+    reader.attach("other", tmp_path / "b.sqlite")
+    assert reader.rows("SELECT y FROM other.u") == [(2,)]
+    reader.fails = reader.opened + 2  # the next two connections fail
+    reader._drop()
+    assert reader.rows("SELECT x, y FROM t, other.u") == [(1, 2)]
+    assert reader.opened == 4
+    with pytest.raises(ValueError, match="schema name"):
+        reader.attach("x; DROP", main)
+    reader.close()
 
 
 def _call(tmp_path, index: int, prefix: str) -> TaskCall:
@@ -234,3 +286,40 @@ tasks:
     finally:
         db2.close()
         again.memo.close()
+
+
+_DIE_IN_A_COMMIT = """
+import os, signal, sys
+from hpcflow.store.sqlite import connect_writer
+conn = connect_writer(sys.argv[1])
+conn.execute("PRAGMA cache_size=1")  # dirty pages spill into the file before the commit
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE tasks SET state = 'failed', message = ?", ("x" * 3000,))
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_driver_killed_in_a_commit_leaves_its_last_commit(tmp_path, monkeypatch, caplog):
+    import subprocess
+    import sys
+
+    from hpcflow.engine.lifecycle import summarize
+    from hpcflow.store import sqlite as shared
+
+    paths, db = _run(tmp_path, n=200)
+    db.close()
+    died = subprocess.run([sys.executable, "-c", _DIE_IN_A_COMMIT, str(paths.state_db)])
+    assert died.returncode == -9
+    assert paths.state_db.with_name(paths.state_db.name + "-journal").exists()  # a hot journal
+    monkeypatch.setattr(shared, "READ_TRIES", 2)
+    reader = st.StateDB(paths.state_db, readonly=True)
+    # A reader cannot roll the commit back: a cancelled run's summary says so...
+    with pytest.raises(sqlite3.OperationalError, match="readonly"):
+        summarize(reader, paths, "r1", time.time())
+    summary = summarize(reader, paths, "r1", time.time(), cancelled=True)
+    assert summary.cancelled and summary.totals == {}
+    assert "cannot be read now" in caplog.text
+    reader.close()
+    # ... and the next writer (the resuming run's) finds the last commit whole.
+    st.StateDB(paths.state_db).close()
+    assert _reader_states(paths) == [st.PENDING] * 200
