@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -45,6 +46,32 @@ class CliResult:
         return self.stdout + self.stderr
 
 
+def run_cli(
+    args: list[str] | tuple[str, ...],
+    env: dict[str, str],
+    cwd: Path | None = None,
+    timeout: float = 300,
+) -> CliResult:
+    """``hpcflow ARGS...`` as a real process in a session of its own. On a timeout the
+    whole session is killed (the driver, local workers, ``srun`` steps it started), not
+    only the command, so that a hung test leaves nothing that loads the next ones."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", *args],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return CliResult(proc.returncode, out, err)
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """Environment for CLI runs: a private HPCFLOW_HOME and a wide, plain console."""
@@ -63,15 +90,7 @@ def hpcflow(env: dict[str, str]):
     """Run ``hpcflow ARGS...`` as a real process; returns a CliResult."""
 
     def run(*args: str, cwd: Path | None = None, timeout: float = 300) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", *args],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+        return run_cli(args, env, cwd, timeout)
 
     return run
 
@@ -127,12 +146,9 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 def status_json(env: dict[str, str], cwd: Path | None = None, *refs: str) -> dict:
     """``hpcflow status --json [REF]`` as a real process (from ``cwd``), parsed."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "hpcflow.cli.main", "status", "--json", *refs],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return json.loads(proc.stdout)
+    result = run_cli(("status", "--json", *refs), env, cwd, timeout=60)
+    assert result.returncode == 0, result.output
+    return json.loads(result.stdout)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -31,6 +31,9 @@ from hpcflow.worker.groups import kill_running
 
 log = logging.getLogger(__name__)
 
+#: Seconds a cancellation waits for the workers to kill what they run.
+KILL_SECONDS = 20.0
+
 
 class Observer(Protocol):
     """Receives progress: per task name, how many tasks are in each state."""
@@ -412,7 +415,11 @@ class Driver:
     def _cancel(self) -> None:
         log.warning("cancelling: killing running tasks")
         try:
-            self.client.run(kill_running, wait=True)
+            # A worker whose node hangs must not hang the cancellation: its tasks die
+            # with it when the run closes its cluster or its allocation ends.
+            self.client.run(kill_running, wait=True, callback_timeout=KILL_SECONDS)
+        except TimeoutError:
+            log.warning("workers did not confirm killing their tasks in %.0fs", KILL_SECONDS)
         except Exception as exc:  # workers may already be gone
             log.debug("kill_running failed: %s", exc)
         changes = []

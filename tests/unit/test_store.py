@@ -166,7 +166,7 @@ def test_readers_try_again_on_a_fresh_connection(tmp_path, message, error):
 
 def test_readers_raise_at_once_what_is_not_transient(tmp_path):
     path = _db_with_a_row(tmp_path / "a.sqlite")
-    reader = _FlakyReader(path, 1, "near \"SELEC\": syntax error")
+    reader = _FlakyReader(path, 1, 'near "SELEC": syntax error')
     with pytest.raises(sqlite3.OperationalError, match="syntax error"):
         reader.rows("SELECT x FROM t")
     assert reader.opened == 1

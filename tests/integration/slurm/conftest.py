@@ -90,17 +90,10 @@ def slurm_env(env, slurm_cluster):
 @pytest.fixture
 def hpcflow_slurm(slurm_env):
     """Run ``hpcflow ARGS...`` as a real process against the test cluster."""
-    import subprocess
-    import sys
-
-    from tests.conftest import CliResult
+    from tests.conftest import CliResult, run_cli
 
     def run(*args, cwd=None, timeout: float = 180) -> CliResult:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hpcflow.cli.main", *args],
-            cwd=cwd, env=slurm_env, capture_output=True, text=True, timeout=timeout,
-        )  # fmt: skip
-        return CliResult(proc.returncode, proc.stdout, proc.stderr)
+        return run_cli(args, slurm_env, cwd, timeout)
 
     return run
 

@@ -46,9 +46,7 @@ print(n)
 """
 
 
-def test_a_reader_on_another_client_never_fails_and_sees_the_last_commit(
-    slurm_cluster, tmp_path
-):
+def test_a_reader_on_another_client_never_fails_and_sees_the_last_commit(slurm_cluster, tmp_path):
     state = tmp_path / "state.sqlite"
     script = tmp_path / "writer.py"
     script.write_text(textwrap.dedent(WRITER))
