@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,6 +143,17 @@ def processes_with(marker: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def left_with(marker: str, timeout: float = 15.0) -> list[psutil.Process]:
+    """Processes with ``marker`` that are still alive after up to ``timeout`` seconds (a
+    killed process takes a moment to go on a busy machine): [] once all have gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = processes_with(marker)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
 
 
 def status_json(env: dict[str, str], cwd: Path | None = None, *refs: str) -> dict:

@@ -235,8 +235,11 @@ class PoolClient:
     def scheduler_info(self, n_workers: int = -1) -> dict[str, Any]:
         return {"workers": {ADDRESS: {"host": "127.0.0.1", "name": "pool"}}}
 
-    def run(self, func: Callable[[], Any], wait: bool = True) -> dict[str, Any]:
-        """Call ``func`` here (the process that starts every command)."""
+    def run(
+        self, func: Callable[[], Any], wait: bool = True, callback_timeout: float | None = None
+    ) -> dict[str, Any]:
+        """Call ``func`` here (the process that starts every command); it returns at once,
+        so ``callback_timeout`` has nothing to bound."""
         return {ADDRESS: func()}
 
     def close(self) -> None:

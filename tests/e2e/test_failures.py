@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from tests.conftest import processes_with, write_workflow
+from tests.conftest import left_with, write_workflow
 
 
 def test_failure_report_and_skipped_dependents(tmp_path, hpcflow):
@@ -100,8 +100,7 @@ tasks:
     assert time.monotonic() - started < 30
     assert result.returncode == 1
     assert "timed out after 1s" in result.stdout
-    time.sleep(0.5)
-    assert processes_with(marker) == []
+    assert left_with(marker) == []
 
 
 def test_task_too_big_is_rejected_before_anything_runs(tmp_path, hpcflow):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import processes_with, write_workflow
+from tests.conftest import left_with, processes_with, write_workflow
 
 N = 40
 
@@ -121,8 +121,7 @@ tasks:
     proc.wait(timeout=60)
     assert proc.returncode == 130, proc.stderr.read() if proc.stderr else ""
     assert time.monotonic() - started < 30
-    time.sleep(0.5)
-    assert processes_with(marker) == []
+    assert left_with(marker) == []
     states = _states(_run_dirs(tmp_path)[0])
     assert states == {"cancelled": 6}
 
