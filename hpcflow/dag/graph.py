@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
-from hpcflow.dag.instances import TaskInstance, TaskTemplate, expand, templates_for
+from hpcflow.dag.instances import TaskInstance, TaskTemplate, ValueArg, expand, templates_for
 from hpcflow.errors import SpecError, SpecProblem
 from hpcflow.spec.loader import LoadedWorkflow
 
@@ -58,6 +58,9 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
     if problems:
         raise SpecError(problems)
     _connect_needs(loaded, templates, instances, problems)
+    if problems:
+        raise SpecError(problems)
+    _connect_values(loaded, templates, instances, problems)
     if problems:
         raise SpecError(problems)
     _connect_files(loaded, instances, producers, problems, check_files)
@@ -151,6 +154,78 @@ def _connect_needs(
                 return
 
 
+def _connect_values(
+    loaded: LoadedWorkflow,
+    templates: list[TaskTemplate],
+    instances: list[TaskInstance],
+    problems: list[SpecProblem],
+) -> None:
+    """``from:``: each argument's producers, paired on the sweep parameters both tasks
+    have (as ``needs``), gathered over the producer's other ones; each is a dependency."""
+    by_task: dict[int, list[TaskInstance]] = defaultdict(list)
+    for inst in instances:
+        by_task[inst.spec_index].append(inst)
+    name_to_index = {t.spec.name: i for i, t in enumerate(templates)}
+    for spec_index, template in enumerate(templates):
+        mine = by_task[spec_index]
+        for argument, source in template.spec.from_.items():
+            where = ("tasks", spec_index, "from", argument)
+            target = name_to_index[source.task]
+            swept = loaded.sweeps.get(source.task)
+            names = swept.names if swept is not None else ()
+            shared = tuple(k for k in names if mine and k in mine[0].params)
+            extra = tuple(k for k in names if k not in shared)
+            if source.as_ == "dict" and not extra:
+                problems.append(
+                    loaded.positions.problem(
+                        where,
+                        f"'as: dict' keys values by the parameters {source.task!r} sweeps "
+                        f"and {template.spec.name!r} does not; there are none",
+                        hint="use 'as: value' (or leave 'as' out)",
+                    )
+                )
+                return
+            if source.as_ == "value" and extra:
+                problems.append(
+                    loaded.positions.problem(
+                        where,
+                        f"'as: value' takes one instance, but each {template.spec.name!r} "
+                        f"gathers every {source.task!r} over {', '.join(extra)}",
+                        hint="use 'as: list' or 'as: dict', or sweep the same parameters",
+                    )
+                )
+                return
+            groups: dict[tuple[str, ...], list[TaskInstance]] = defaultdict(list)
+            for other in by_task[target]:
+                groups[tuple(str(other.params[k]) for k in shared)].append(other)
+            shape = source.as_
+            if shape == "auto":
+                shape = "list" if extra else "value"
+            for inst in mine:
+                key = tuple(str(inst.params[k]) for k in shared)
+                partners = groups.get(key)
+                if not partners:
+                    values = ", ".join(f"{k}={v}" for k, v in zip(shared, key, strict=True))
+                    problems.append(
+                        loaded.positions.problem(
+                            where,
+                            f"{inst.id!r} receives {argument!r} from {source.task!r}, but no "
+                            f"instance of {source.task!r} has {values}",
+                            hint=f"instances are paired on the parameters they share "
+                            f"({', '.join(shared)}); sweep the same values",
+                        )
+                    )
+                    return
+                keys: tuple[object, ...] = ()
+                if shape == "dict":
+                    keys = tuple(
+                        p.params[extra[0]] if len(extra) == 1 else tuple(p.params[k] for k in extra)
+                        for p in partners
+                    )
+                inst.values[argument] = ValueArg(shape, tuple(p.index for p in partners), keys)
+                inst.deps.extend(p.index for p in partners)
+
+
 def _connect_files(
     loaded: LoadedWorkflow,
     instances: list[TaskInstance],
@@ -231,7 +306,8 @@ def _topological_order(loaded: LoadedWorkflow, instances: list[TaskInstance]) ->
             loaded.positions.problem(
                 ("tasks", first.spec_index),
                 "dependency cycle: " + " → ".join([*ids, ids[0]]),
-                hint="remove one of these dependencies ('needs:' or an input matching an output)",
+                hint="remove one of these dependencies ('needs:', 'from:', or an input "
+                "matching an output)",
             )
         ]
     )

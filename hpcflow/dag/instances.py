@@ -13,6 +13,20 @@ from hpcflow.spec.placeholders import Template, value_text
 ParamValue = str | int | float | bool | list[str | int | float | bool]
 
 
+@dataclass(frozen=True, slots=True)
+class ValueArg:
+    """One argument of a python task instance that receives upstream return values.
+
+    ``shape`` is ``value`` (the one instance in ``producers``), ``list`` (the values of
+    ``producers``, in sweep order) or ``dict`` (the same, keyed by ``keys``: each
+    producer's own sweep value, or a tuple of them when it sweeps several).
+    """
+
+    shape: str
+    producers: tuple[int, ...]
+    keys: tuple[object, ...] = ()
+
+
 @dataclass(slots=True, eq=False)
 class TaskInstance:
     """One node of the graph: a task definition with every sweep parameter fixed."""
@@ -26,6 +40,8 @@ class TaskInstance:
     input_patterns: tuple[str, ...]
     inputs: tuple[str, ...] = ()
     deps: list[int] = field(default_factory=list)
+    #: Arguments that receive upstream return values (``from:``), by argument name.
+    values: dict[str, ValueArg] = field(default_factory=dict)
 
     @property
     def is_sweep_instance(self) -> bool:

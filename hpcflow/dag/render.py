@@ -17,6 +17,21 @@ def task_edges(graph: TaskGraph) -> list[tuple[str, str]]:
     return sorted(edges)
 
 
+def value_labels(graph: TaskGraph, instances: bool) -> dict[tuple[str, str], str]:
+    """Edges that carry return values (``from:``): the arguments they fill, by edge."""
+    names: dict[tuple[str, str], list[str]] = {}
+    for inst in graph.instances:
+        consumer = inst.id if instances else graph.template(inst).spec.name
+        for argument, arg in inst.values.items():
+            for p in arg.producers:
+                producer = graph.instances[p]
+                edge = (producer.id if instances else graph.template(producer).spec.name, consumer)
+                found = names.setdefault(edge, [])
+                if argument not in found:
+                    found.append(argument)
+    return {edge: ", ".join(found) for edge, found in names.items()}
+
+
 def _nodes(
     graph: TaskGraph, instances: bool
 ) -> tuple[list[str], list[tuple[str, str]], dict[str, str]]:
@@ -34,9 +49,10 @@ def _nodes(
 
 def render_text(graph: TaskGraph, instances: bool = False) -> str:
     nodes, edges, labels = _nodes(graph, instances)
+    carried = value_labels(graph, instances)
     parents: dict[str, list[str]] = {n: [] for n in nodes}
     for a, b in edges:
-        parents[b].append(a)
+        parents[b].append(f"{a} ({carried[a, b]})" if (a, b) in carried else a)
     lines = []
     for n in nodes:
         after = f"  ← {', '.join(parents[n])}" if parents[n] else ""
@@ -51,8 +67,13 @@ def render_mermaid(graph: TaskGraph, instances: bool = False) -> str:
     for n in nodes:
         label = labels[n].replace('"', "#quot;")
         lines.append(f'    {ids[n]}["{label}"]')
+    carried = value_labels(graph, instances)
     for a, b in edges:
-        lines.append(f"    {ids[a]} --> {ids[b]}")
+        if (a, b) in carried:
+            label = carried[a, b].replace('"', "#quot;")
+            lines.append(f'    {ids[a]} -->|"{label}"| {ids[b]}')
+        else:
+            lines.append(f"    {ids[a]} --> {ids[b]}")
     return "\n".join(lines)
 
 
@@ -62,7 +83,12 @@ def render_dot(graph: TaskGraph, instances: bool = False) -> str:
     lines = ["digraph workflow {", "    rankdir=TB;", "    node [shape=box];"]
     for n in nodes:
         lines.append(f"    {ids[n]} [label={json.dumps(labels[n], ensure_ascii=False)}];")
+    carried = value_labels(graph, instances)
     for a, b in edges:
-        lines.append(f"    {ids[a]} -> {ids[b]};")
+        if (a, b) in carried:
+            label = json.dumps(carried[a, b], ensure_ascii=False)
+            lines.append(f"    {ids[a]} -> {ids[b]} [label={label}];")
+        else:
+            lines.append(f"    {ids[a]} -> {ids[b]};")
     lines.append("}")
     return "\n".join(lines)

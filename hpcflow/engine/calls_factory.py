@@ -13,6 +13,7 @@ from hpcflow.launchers import task_prefix
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
 from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.values import ValuesIn
 
 #: (kind, rendered shell command, rendered argv) of a task.
 Action = tuple[str, str | None, list[str] | None]
@@ -36,6 +37,9 @@ class CallFactory:
     _slugs: dict[int, str] = field(default_factory=dict)
     #: The fingerprint call() computed for each task in flight (rendered once per attempt).
     _fingerprints: dict[int, str] = field(default_factory=dict)
+    #: Producers (``from:``) that this run does not run: the run that holds each value.
+    value_runs: dict[int, RunPaths] = field(default_factory=dict)
+    _received: set[int] | None = None
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -90,7 +94,7 @@ class CallFactory:
     def _fingerprint(self, inst: TaskInstance, action: Action, env: dict[str, str]) -> str:
         kind, command, argv = action
         spec = self.graph.template(inst).spec
-        payload = [
+        payload: list[object] = [
             kind,
             command,
             argv,
@@ -100,6 +104,13 @@ class CallFactory:
             inst.workdir,
             list(inst.outputs),
         ]
+        if inst.values:  # only then: the fingerprints of every other task stay as they were
+            payload.append(
+                {
+                    name: [arg.shape, [self.graph.instances[p].id for p in arg.producers]]
+                    for name, arg in sorted(inst.values.items())
+                }
+            )
         return hashlib.sha1(
             json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False
         ).hexdigest()
@@ -114,6 +125,35 @@ class CallFactory:
         if slug is None:
             slug = self._slugs[inst.index] = task_slug(inst.id)
         return slug
+
+    def received(self) -> set[int]:
+        """The instances whose return value some task receives (computed once)."""
+        if self._received is None:
+            self._received = {
+                p for inst in self.graph.instances for arg in inst.values.values()
+                for p in arg.producers
+            }  # fmt: skip
+        return self._received
+
+    def value_file(self, producer: int) -> str:
+        """Where ``producer``'s return value is: this run's, or the run that made it."""
+        paths = self.value_runs.get(producer, self.paths)
+        if paths is None:
+            raise RuntimeError("CallFactory needs run paths to locate values")
+        return paths.value(self.slug(self.graph.instances[producer]))
+
+    def values_in(self, inst: TaskInstance) -> ValuesIn | None:
+        """What ``inst`` receives (``from:``): for each argument, its shape and files."""
+        if not inst.values:
+            return None
+        out: ValuesIn = {}
+        for name, arg in inst.values.items():
+            keys = arg.keys or (None,) * len(arg.producers)
+            out[name] = (
+                arg.shape,
+                [(key, self.value_file(p)) for key, p in zip(keys, arg.producers, strict=True)],
+            )
+        return out
 
     def call(self, inst: TaskInstance, attempt: int) -> TaskCall:
         template = self.graph.template(inst)
@@ -154,6 +194,10 @@ class CallFactory:
             task_id=inst.id,
             fingerprint=fingerprint,
             journal=self.journal,
+            values_in=self.values_in(inst) if kind == "python" else None,
+            value_out=self.paths.value(slug)
+            if kind == "python" and inst.index in self.received()
+            else "",
         )
 
 

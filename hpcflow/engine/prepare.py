@@ -67,12 +67,44 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         # Successes of earlier runs that were killed before they committed them.
         memo.fold_journals(root.journal_dir(key))
         factory = CallFactory(graph)
+        entries = memo.load()
+
+        def value_kept(producer: int, entry: MemoEntry) -> bool:
+            return os.path.exists(_value_run(root, entry, factory, producer))
+
         with collector_paused():
-            decision = decide(graph, memo.load(), factory, force=options.force, rerun=options.rerun)
+            decision = decide(
+                graph,
+                entries,
+                factory,
+                force=options.force,
+                rerun=options.rerun,
+                value_kept=value_kept,
+            )
+        _locate_values(graph, factory, root, entries, decision.run)
     except BaseException:
         lock.release()
         raise
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
+
+
+def _value_run(root: StateRoot, entry: MemoEntry, factory: CallFactory, producer: int) -> str:
+    """Where the run that last made ``producer`` (``entry``) left its return value."""
+    return RunPaths(root.runs / entry.run_id).value(factory.slug(factory.graph.instances[producer]))
+
+
+def _locate_values(
+    graph: TaskGraph,
+    factory: CallFactory,
+    root: StateRoot,
+    entries: dict[str, MemoEntry],
+    run: list[bool],
+) -> None:
+    """Point the consumers of producers that do not run at the runs holding their values."""
+    for producer in factory.received():
+        if not run[producer]:
+            entry = entries[graph.instances[producer].id]
+            factory.value_runs[producer] = RunPaths(root.runs / entry.run_id)
 
 
 @contextmanager
@@ -131,6 +163,10 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
         memo.flush()
         log.info("%d task(s) finished by an earlier allocation, from its journal", len(recovered))
     run = [r.state not in (st.SUCCEEDED, st.CACHED) and r.idx not in recovered for r in rows]
+    # Producers decided up to date when the run was made hold their values in earlier runs.
+    cached = [r.state == st.CACHED for r in rows]
+    entries = memo.load() if any(cached[p] for p in factory.received()) else {}
+    _locate_values(graph, factory, root, entries, [not c for c in cached])
     reasons = ["not finished" if r else "done" for r in run]
     prepared = PreparedRun(
         original,

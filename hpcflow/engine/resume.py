@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
@@ -30,9 +31,40 @@ def decide(
     *,
     force: bool = False,
     rerun: tuple[str, ...] = (),
+    value_kept: Callable[[int, MemoEntry], bool] | None = None,
 ) -> ResumeDecision:
     """Run a task when forced, matched by ``rerun``, downstream of a task that runs, or when
-    its memo entry is missing or stale (command, inputs or outputs changed)."""
+    its memo entry is missing or stale (command, inputs or outputs changed).
+
+    A task that does not run but whose return value a running task receives (``from:``)
+    runs too when ``value_kept`` says its value is gone, and so does all below it.
+    """
+    again: set[int] = set()
+    while True:
+        decision = _decide(graph, memo, factory, force, rerun, again)
+        if value_kept is None:
+            return decision
+        lost = {
+            p
+            for inst in graph.instances
+            if inst.values and decision.run[inst.index]
+            for arg in inst.values.values()
+            for p in arg.producers
+            if not decision.run[p] and not value_kept(p, memo[graph.instances[p].id])
+        }
+        if not lost:
+            return decision
+        again |= lost
+
+
+def _decide(
+    graph: TaskGraph,
+    memo: dict[str, MemoEntry],
+    factory: CallFactory,
+    force: bool,
+    rerun: tuple[str, ...],
+    again: set[int],
+) -> ResumeDecision:
     n = len(graph.instances)
     run = [False] * n
     reasons = [""] * n
@@ -63,6 +95,9 @@ def decide(
         outputs, missing = file_signatures(inst.outputs)
         if missing or outputs != entry.outputs:
             run[i], reasons[i] = True, "outputs missing or changed"
+            continue
+        if i in again:
+            run[i], reasons[i] = True, "a task that runs receives its value, which is not kept"
             continue
         reasons[i] = f"up to date (run {entry.run_id})"
     return ResumeDecision(run, reasons)

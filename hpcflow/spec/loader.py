@@ -231,6 +231,7 @@ def _check_tasks(
                         else f"tasks are: {', '.join(all_names[:20])}",
                     )
                 )
+        _check_values_from(workflow, i, names, known, positions, problems)
         if task.python is not None and not _CALLABLE.match(task.python):
             problems.append(
                 positions.problem(
@@ -244,6 +245,68 @@ def _check_tasks(
                 positions.problem(
                     (*where, "resources", "ranks"),
                     "a python task cannot have ranks > 1; use 'command' or 'argv' for MPI programs",
+                )
+            )
+
+
+def _check_values_from(
+    workflow: Workflow,
+    i: int,
+    names: dict[str, int],
+    known: set[str],
+    positions: Positions,
+    problems: list[SpecProblem],
+) -> None:
+    """``from:``: only on python tasks, from another python task, and never an argument
+    that a parameter already gives."""
+    task = workflow.tasks[i]
+    where: Path = ("tasks", i, "from")
+    if task.from_ and task.python is None:
+        problems.append(
+            positions.problem(
+                where,
+                "only a 'python' task receives values with 'from'",
+                hint="a command reads files: list them under 'inputs:' instead",
+                key=True,
+            )
+        )
+        return
+    for argument, source in task.from_.items():
+        at: Path = (*where, argument)
+        if not argument.isidentifier():
+            problems.append(
+                positions.problem(at, f"{argument!r} is not a Python argument name", key=True)
+            )
+        elif argument in known:
+            problems.append(
+                positions.problem(
+                    at,
+                    f"argument {argument!r} is also a parameter of {task.name!r}",
+                    hint="rename one of them: each argument comes from one place",
+                    key=True,
+                )
+            )
+        if source.task == task.name:
+            problems.append(positions.problem(at, "a task cannot receive its own value"))
+            continue
+        upstream = names.get(source.task)
+        if upstream is None:
+            close = difflib.get_close_matches(source.task, list(names), n=1, cutoff=0.6)
+            problems.append(
+                positions.problem(
+                    at,
+                    f"receives a value from unknown task {source.task!r}",
+                    hint=f"did you mean {close[0]!r}?"
+                    if close
+                    else f"tasks are: {', '.join(list(names)[:20])}",
+                )
+            )
+        elif workflow.tasks[upstream].python is None:
+            problems.append(
+                positions.problem(
+                    at,
+                    f"{source.task!r} is not a 'python' task: it returns no value",
+                    hint="pass its files with 'inputs:', or make it a python task",
                 )
             )
 

@@ -7,7 +7,7 @@ Semantic checks that need the whole document (names, placeholders, dependencies)
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -122,6 +122,46 @@ class Defaults(_Model):
     workdir: str | None = None
 
 
+class ValueFrom(_Model):
+    """Where a ``python:`` task's argument comes from: an upstream ``python:`` task's
+    return value."""
+
+    task: str = Field(min_length=1, description="the upstream python task")
+    as_: Literal["auto", "value", "list", "dict"] = Field(
+        "auto",
+        alias="as",
+        description="value: exactly one upstream instance; list: every instance the "
+        "argument gathers, in sweep order; dict: the same keyed by their parameters; "
+        "auto (default): one value when paired or unswept, else a list",
+    )
+
+
+def _value_from_name(value: Any) -> Any:
+    return {"task": value} if isinstance(value, str) else value
+
+
+ValueSource = Annotated[
+    ValueFrom,
+    BeforeValidator(_value_from_name),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "description": "the upstream python task"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "task": {"type": "string"},
+                        "as": {"enum": ["auto", "value", "list", "dict"]},
+                    },
+                    "required": ["task"],
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
 class TaskSpec(_Model):
     """One entry of ``tasks:``; a ``foreach`` sweep turns it into many task instances."""
 
@@ -147,6 +187,12 @@ class TaskSpec(_Model):
     inputs: list[str] = Field(default_factory=list, description="files (globs) the task reads")
     outputs: list[str] = Field(default_factory=list, description="files the task must create")
     needs: list[str] = Field(default_factory=list, description="names of tasks to run first")
+    from_: dict[str, ValueSource] = Field(
+        default_factory=dict,
+        alias="from",
+        description="python tasks: argument → upstream python task whose return value it "
+        "receives (instances sweeping the same parameters are paired, as with 'needs')",
+    )
     resources: Resources | None = None
     retries: Retries | None = None
     timeout: Duration | None = Field(None, description="kill the attempt after this long")

@@ -249,6 +249,11 @@ class RunPaths:
         """A Python task's return value, as JSON (written atomically)."""
         return Path(self.attempt_files(slug, attempt)[2])
 
+    def value(self, slug: str) -> str:
+        """A python task's return value that other tasks receive (``from:``), pickled
+        (written atomically by its last successful attempt; a plain string: a hot path)."""
+        return f"{self.run_dir}/tasks/{slug}/value.pickle"
+
     def quarantine(self, slug: str, attempt: int) -> str:
         """Where outputs of a failed attempt are moved (a plain string: a hot path)."""
         return f"{self.run_dir}/quarantine/{slug}/{attempt}"

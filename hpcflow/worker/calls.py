@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the state database is the driver's; workers never load it
     from hpcflow.store.statedb import AttemptRecord
+    from hpcflow.worker.values import ValuesIn
 
 
 @dataclass(slots=True)
@@ -40,6 +41,10 @@ class TaskCall:
     fingerprint: str = ""
     #: Where the run's journal files start (``…/journal/<workflow>/<run>``); "" keeps none.
     journal: str = ""
+    #: Python calls: the upstream values the call receives (``from:``), and the file its
+    #: own return value goes to when a task receives it ("" when none does).
+    values_in: ValuesIn | None = None
+    value_out: str = ""
 
 
 @dataclass(slots=True)

@@ -28,6 +28,7 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
+from hpcflow.worker.values import ValuesIn, arguments, encode_values, save_value
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -197,6 +198,8 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
             call.python or "",
             json.dumps(call.kwargs or {}),
             call.result,
+            encode_values(call.values_in),
+            call.value_out,
         ]
     env = None
     if call.env:
@@ -351,18 +354,46 @@ def resolve_callable(spec: str, workdir: str) -> Any:
     return target
 
 
+def call_python(
+    spec: str,
+    kwargs: dict[str, Any] | None,
+    values_in: ValuesIn | None,
+    result_path: str,
+    value_out: str,
+    workdir: str,
+) -> None:
+    """Call ``spec`` with the task's parameters and the upstream values it receives;
+    write its return value to ``value_out`` when a task receives it, and as JSON to
+    ``result_path`` when it is JSON (required when no task receives it)."""
+    func = resolve_callable(spec, workdir)
+    result = func(**(kwargs or {}), **arguments(values_in))
+    if value_out:
+        save_value(value_out, result)
+    try:
+        text = json.dumps(result)
+    except (TypeError, ValueError):
+        if not value_out:
+            raise
+        return  # a value only other tasks receive (an array, an object): no JSON of it
+    ensure_dir(os.path.dirname(result_path))
+    # Atomic: whoever reads the result (on any node) sees all of it or none of it.
+    write_text_atomic(result_path, text, make_parents=False)
+
+
 def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
     import traceback
 
     with _captured(call.stdout, call.stderr):
         try:
-            func = resolve_callable(call.python or "", call.workdir)
-            result = func(**(call.kwargs or {}))
-            text = json.dumps(result)
+            call_python(
+                call.python or "",
+                call.kwargs,
+                call.values_in,
+                call.result,
+                call.value_out,
+                call.workdir,
+            )
         except Exception as exc:  # the task's own error: record it, never crash the worker
             traceback.print_exc()
             return 1, None, f"{type(exc).__name__}: {exc}"[:500]
-    ensure_dir(os.path.dirname(call.result))
-    # Atomic: whoever reads the result (on any node) sees all of it or none of it.
-    write_text_atomic(call.result, text, make_parents=False)
     return 0, None, None

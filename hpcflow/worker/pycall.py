@@ -1,5 +1,7 @@
-"""``python -m hpcflow.worker.pycall FUNC KWARGS_JSON RESULT_PATH``: one Python task in its
-own process (used when the task has a timeout or its own working directory)."""
+"""``python -m hpcflow.worker.pycall FUNC KWARGS_JSON RESULT_PATH VALUES VALUE_OUT``: one
+Python task in its own process (used when the task has a timeout or its own working
+directory). VALUES and VALUE_OUT are what the call receives and where its value goes
+(:mod:`hpcflow.worker.values`)."""
 
 from __future__ import annotations
 
@@ -7,17 +9,15 @@ import json
 import os
 import sys
 
-from hpcflow.store.atomic import write_text_atomic
-
 
 def main(argv: list[str]) -> int:
-    from hpcflow.worker.execute import resolve_callable
+    from hpcflow.worker.execute import call_python
+    from hpcflow.worker.values import decode_values
 
-    spec, kwargs_json, result_path = argv
-    func = resolve_callable(spec, os.getcwd())
-    result = func(**json.loads(kwargs_json))
-    # Atomic: the driver, or a reader on another node, never sees a half-written result.
-    write_text_atomic(result_path, json.dumps(result))
+    spec, kwargs_json, result_path, values, value_out = argv
+    call_python(
+        spec, json.loads(kwargs_json), decode_values(values), result_path, value_out, os.getcwd()
+    )
     return 0
 
 

@@ -32,14 +32,16 @@ RUN = Path("/scratch/run")
         ("job_elements_dir(7)", "jobs/7"),
         ("job_started(7, 2)", "jobs/7/2.started.json"),
         ("job_outcome(7, 2)", "jobs/7/2.outcome.json"),
+        ("value(make)", "tasks/make/value.pickle"),
     ],
 )
 def test_run_paths_names_each_file_of_a_run(member: str, relative: str) -> None:
     name, _, args = member.partition("(")
     value = getattr(RunPaths(RUN), name)
     if args:
-        value = value(*(int(a) for a in args.rstrip(")").split(",")))
-    assert value == RUN / relative
+        given = args.rstrip(")").split(",")
+        value = value(*(int(a) if a.strip().isdigit() else a for a in given))
+    assert Path(value) == RUN / relative
     documented = getattr(RunPaths, name).__doc__
     assert documented and documented.strip(), f"RunPaths.{name} needs a docstring"
 

@@ -1,0 +1,194 @@
+"""Python tasks that receive upstream return values (``from:``), on each local engine:
+a chain of arrays checked bit for bit, a sweep gathered into a reduce, paired sweeps,
+a task run as a child process (it has a timeout), and resume: after a re-run of the
+consumer only, after the producers' values are gone, and after SIGKILL of the driver."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import write_workflow
+
+STEPS = """
+import hashlib, os, time
+import numpy as np
+
+def _count(name):
+    with open("executions.txt", "a") as f:
+        f.write(name + "\\n")
+
+def make(i):
+    _count(f"make[i={i}]")
+    return np.random.default_rng(i).standard_normal((64, 1024))   # 512 KiB
+
+def square(i, x):
+    _count(f"square[i={i}]")
+    time.sleep(float(os.environ.get("SQUARE_SLEEP", "0")))
+    y = x * x
+    if os.environ.get("SQUARE_SLEEP"):
+        _count(f"end square[i={i}]")
+    return y
+
+def total(squares, by_i, label):
+    _count("total")
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(s).tobytes() for s in squares))
+    return {
+        "sha256": digest.hexdigest(),
+        "keys": sorted(by_i),
+        "means": [float(by_i[k].mean()) for k in sorted(by_i)],
+        "label": label,
+    }
+
+def label():
+    _count("label")
+    return "squares"
+"""
+
+WF = """
+name: values
+tasks:
+  - name: label
+    python: steps:label
+  - name: make
+    foreach: {i: [0, 1, 2, 3]}
+    python: steps:make
+  - name: square
+    foreach: {i: [0, 1, 2, 3]}
+    python: steps:square
+    from: {x: make}
+  - name: total
+    python: steps:total
+    timeout: 120   # run as a child process: the values reach it through its arguments
+    from:
+      squares: square
+      by_i: {task: make, as: dict}
+      label: label
+"""
+
+
+def expected() -> dict:
+    arrays = [np.random.default_rng(i).standard_normal((64, 1024)) for i in range(4)]
+    digest = hashlib.sha256(b"".join((a * a).tobytes() for a in arrays))
+    return {
+        "sha256": digest.hexdigest(),
+        "keys": [0, 1, 2, 3],
+        "means": [float(a.mean()) for a in arrays],
+        "label": "squares",
+    }
+
+
+def setup(tmp_path: Path) -> Path:
+    (tmp_path / "steps.py").write_text(textwrap.dedent(STEPS))
+    return write_workflow(tmp_path, WF)
+
+
+def executions(tmp_path: Path) -> Counter[str]:
+    path = tmp_path / "executions.txt"
+    counts = Counter(path.read_text().split("\n")) if path.exists() else Counter()
+    counts.pop("", None)
+    path.unlink(missing_ok=True)
+    return counts
+
+
+def total_result(tmp_path: Path) -> dict:
+    run = sorted((tmp_path / ".hpcflow" / "runs").iterdir())[-1]
+    (result,) = (run / "tasks").glob("total/*.result.json")
+    return json.loads(result.read_text())
+
+
+ENGINES = [
+    pytest.param(("--engine", "pool"), id="pool"),
+    pytest.param(("--engine", "dask"), id="dask"),
+]
+ALL = Counter(["label", "total", *(f"{t}[i={i}]" for t in ("make", "square") for i in range(4))])
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_values_flow_and_resume(tmp_path, hpcflow, engine):
+    wf = setup(tmp_path)
+    first = hpcflow("run", str(wf), "-q", *engine, cwd=tmp_path)
+    assert first.returncode == 0, first.output
+    assert total_result(tmp_path) == expected()
+    assert executions(tmp_path) == ALL
+
+    # The consumer alone runs again: every value it receives comes from the first run.
+    again = hpcflow("run", str(wf), "-q", "--rerun", "total", *engine, cwd=tmp_path)
+    assert again.returncode == 0, again.output
+    assert "1 ran, 9 up to date" in again.stdout, again.output
+    assert executions(tmp_path) == Counter(["total"])
+    assert total_result(tmp_path) == expected()
+
+    # The values are gone (the runs were deleted): the producers run again for it.
+    for run in (tmp_path / ".hpcflow" / "runs").iterdir():
+        for value in run.glob("tasks/make*/value.pickle"):
+            value.unlink()
+    third = hpcflow("run", str(wf), "-q", "--rerun", "total", *engine, cwd=tmp_path)
+    assert third.returncode == 0, third.output
+    assert executions(tmp_path) == ALL - Counter(["label"])  # label's value is still there
+    assert total_result(tmp_path) == expected()
+
+
+def _succeeded(run_dir: Path, prefix: str) -> int:
+    db = run_dir / "state.sqlite"
+    if not db.exists():
+        return 0
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute(
+            "SELECT COUNT(*) FROM tasks WHERE state = 'succeeded' AND id LIKE ?", (prefix + "%",)
+        ).fetchall()
+        return int(rows[0][0])
+    except sqlite3.OperationalError:
+        return 0
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_killed_run_resumes_with_the_values_it_made(tmp_path, env, hpcflow, engine):
+    wf = setup(tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--threads", "1",
+         *engine],
+        cwd=tmp_path, env={**env, "SQUARE_SLEEP": "1.5"}, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        run_dir = None
+        while time.monotonic() < deadline:
+            runs = list((tmp_path / ".hpcflow" / "runs").glob("*"))
+            run_dir = runs[0] if runs else None
+            if run_dir is not None and _succeeded(run_dir, "square") >= 1:
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("no square task finished")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    before = executions(tmp_path)
+    assert before["total"] == 0 and all(before[f"make[i={i}]"] == 1 for i in range(4)), before
+    ended = {k.removeprefix("end ") for k in before if k.startswith("end ")}
+    assert ended, before
+    resumed = hpcflow("run", str(wf), "-q", *engine, cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.output
+    after = executions(tmp_path)
+    # Exactly the squares that had not ended run again, once; nothing else but the
+    # reduce does: the makes' values come from the killed run's folder.
+    squares = {f"square[i={i}]" for i in range(4)}
+    assert after == Counter(["total", *(squares - ended)]), (after, ended)
+    assert total_result(tmp_path) == expected()
