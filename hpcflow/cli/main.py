@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from hpcflow import __version__
+from hpcflow._version import __version__
 from hpcflow.errors import HpcflowError
 
 
@@ -47,6 +47,7 @@ def _register() -> None:
         profiles,
         render,
         report,
+        result,
         run,
         runs,
         schema,
@@ -63,6 +64,7 @@ def _register() -> None:
         status,
         runs,
         logs,
+        result,
         cancel,
         profiles,
         report,

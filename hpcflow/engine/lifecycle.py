@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from hpcflow import __version__
+from hpcflow._version import __version__
 from hpcflow.engine.driver import Observer
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError

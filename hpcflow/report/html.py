@@ -13,7 +13,7 @@ from importlib import resources
 
 import jinja2
 
-from hpcflow import __version__
+from hpcflow._version import __version__
 from hpcflow.report.data import ReportData
 from hpcflow.report.layout import dag_layers, pack_lanes
 from hpcflow.store import statedb as st

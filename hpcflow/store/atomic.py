@@ -10,15 +10,21 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, BinaryIO
 
 StrPath = str | os.PathLike[str]
 
 
-def write_bytes_atomic(
-    path: StrPath, data: bytes, *, mode: int = 0o644, make_parents: bool = True
-) -> None:
-    """Replace ``path`` with ``data`` so readers see the old or the new file, never a mix.
+def write_atomic(
+    path: StrPath,
+    write: Callable[[BinaryIO], object],
+    *,
+    mode: int = 0o644,
+    make_parents: bool = True,
+) -> int:
+    """Replace ``path`` with what ``write`` writes to the open file it is given, so
+    readers see the old or the new file, never a mix; the new file's size in bytes.
 
     The file has ``mode`` from its first byte (the temporary file is created ``0600`` and
     changed before anything is written), so ``0o600`` keeps a secret private throughout.
@@ -33,7 +39,8 @@ def write_bytes_atomic(
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
-            handle.write(data)
+            write(handle)
+            size = handle.tell()
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
@@ -43,6 +50,14 @@ def write_bytes_atomic(
         except FileNotFoundError:
             pass
         raise
+    return size
+
+
+def write_bytes_atomic(
+    path: StrPath, data: bytes, *, mode: int = 0o644, make_parents: bool = True
+) -> None:
+    """Replace ``path`` with ``data`` (:func:`write_atomic`)."""
+    write_atomic(path, lambda handle: handle.write(data), mode=mode, make_parents=make_parents)
 
 
 def write_text_atomic(

@@ -24,11 +24,12 @@ from typing import Any, TextIO
 
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
+from hpcflow.store.values import save_value
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
-from hpcflow.worker.values import ValuesIn, arguments, encode_values, save_value
+from hpcflow.worker.values import ValuesIn, arguments, encode_values
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()

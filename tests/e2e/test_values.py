@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import hpcflow as hpcflow_api
 from tests.conftest import write_workflow
 
 STEPS = """
@@ -130,6 +131,18 @@ def test_values_flow_and_resume(tmp_path, hpcflow, engine):
     assert "1 ran, 9 up to date" in again.stdout, again.output
     assert executions(tmp_path) == Counter(["total"])
     assert total_result(tmp_path) == expected()
+    # Results read back: from this run, or (up to date here) from the run that made it.
+    latest = sorted((tmp_path / ".hpcflow" / "runs").iterdir())[-1]
+    made = hpcflow_api.load_result(latest, "make[i=2]")
+    assert np.array_equal(made, np.random.default_rng(2).standard_normal((64, 1024)))
+    shown = hpcflow("result", str(latest), "total", cwd=tmp_path)
+    assert shown.returncode == 0 and json.loads(shown.stdout) == expected(), shown.output
+    saved = hpcflow("result", str(latest), "square[i=1]", "-o", str(tmp_path / "sq.pickle"))
+    assert saved.returncode == 0 and "a pickle" in saved.stdout, saved.output
+    assert "numpy.ndarray" in hpcflow("result", str(latest), "make[i=0]").stdout
+    missing = hpcflow("result", str(latest), "make[i=9]")
+    assert missing.returncode == 2 and "no task 'make[i=9]'" in missing.stderr
+    assert "Traceback" not in missing.stderr
 
     # The values are gone (the runs were deleted): the producers run again for it.
     for run in (tmp_path / ".hpcflow" / "runs").iterdir():

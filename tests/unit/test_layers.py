@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Bottom to top. A package may import its own modules and any package of a lower layer;
 #: packages of one layer do not import each other. Keep in step with docs/architecture.md.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hpcflow", "hpcflow.errors"),
+    ("hpcflow._version", "hpcflow.errors"),
     ("hpcflow.store", "hpcflow.spec"),
     ("hpcflow.settings", "hpcflow.dag"),
     ("hpcflow.transport", "hpcflow.launchers"),
@@ -26,6 +26,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hpcflow.bootstrap",),
     ("hpcflow.modes",),
     ("hpcflow.cli", "snakemake_executor_plugin_hpcflow"),
+    # The package's own namespace: its public Python API (hpcflow.load_result).
+    ("hpcflow",),
 )
 RANK = {package: level for level, names in enumerate(LAYERS) for package in names}
 

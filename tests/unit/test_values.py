@@ -14,7 +14,8 @@ from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.resume import decide
 from hpcflow.store.memo import MemoEntry
 from hpcflow.store.paths import RunPaths
-from hpcflow.worker.values import arguments, decode_values, encode_values, load_value, save_value
+from hpcflow.store.values import load_value, save_value
+from hpcflow.worker.values import arguments, decode_values, encode_values
 from tests.unit.test_dag import graph_of, graph_problem
 from tests.unit.test_spec import Case, Has, P, case, one_task
 
