@@ -166,6 +166,7 @@ class CallFactory:
         env = self.env(inst)
         fingerprint = self._fingerprints[inst.index] = self._fingerprint(inst, action, env)
         resources = template.resources
+        received = kind == "python" and inst.index in self.received()
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
             prefix = task_prefix(
@@ -195,9 +196,8 @@ class CallFactory:
             fingerprint=fingerprint,
             journal=self.journal,
             values_in=self.values_in(inst) if kind == "python" else None,
-            value_out=self.paths.value(slug)
-            if kind == "python" and inst.index in self.received()
-            else "",
+            received=received,
+            value_out=self.paths.value(slug) if received else "",
         )
 
 

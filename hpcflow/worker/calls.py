@@ -41,9 +41,10 @@ class TaskCall:
     fingerprint: str = ""
     #: Where the run's journal files start (``…/journal/<workflow>/<run>``); "" keeps none.
     journal: str = ""
-    #: Python calls: the upstream values the call receives (``from:``), and the file its
-    #: own return value goes to when a task receives it ("" when none does).
+    #: Python calls: the upstream values the call receives (``from:``, as files), whether
+    #: a task receives its own return value, and the file that value goes to ("" for none).
     values_in: ValuesIn | None = None
+    received: bool = False
     value_out: str = ""
 
 

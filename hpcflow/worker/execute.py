@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import IO, Any, TextIO
 
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
@@ -29,7 +29,7 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
-from hpcflow.worker.values import ValuesIn, arguments, encode_values
+from hpcflow.worker.values import arguments, encode_call
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -120,11 +120,21 @@ def conclude_call(
 
 def run_call(call: TaskCall, inline: bool = True) -> Outcome:
     """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
+    return run_call_for_value(call, inline)[0]
+
+
+def run_call_for_value(
+    call: TaskCall, inline: bool = True, given: dict[str, Any] | None = None
+) -> tuple[Outcome, Any]:
+    """:func:`run_call`, and the return value of a python call that ran in this process
+    (None otherwise). ``given``: the upstream values the call receives, already here (a
+    Dask worker has them); without it they are read from the files ``call`` names."""
     started = time.time()
+    value = None
     try:
         inputs_sig, failed = prepare_call(call)
         if failed is not None:
-            return failed
+            return failed, None
         if (
             inline
             and call.kind == "python"
@@ -133,12 +143,13 @@ def run_call(call: TaskCall, inline: bool = True) -> Outcome:
         ):
             # In-process is fast; it needs the task's directory to be the process's one,
             # and no timeout (a thread cannot be killed). Otherwise: a child process.
-            exit_code, peak, message = _run_python_inline(call)
+            exit_code, peak, message, value = _run_python_inline(call, given)
         else:
             exit_code, peak, message = _run_process(call)
     except OSError as exc:
-        return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}")
-    return conclude_call(call, started, exit_code, peak, message, inputs_sig)
+        return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}"), None
+    outcome = conclude_call(call, started, exit_code, peak, message, inputs_sig)
+    return outcome, value if outcome.state == TaskState.SUCCEEDED else None
 
 
 def _finish(
@@ -196,11 +207,6 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
             sys.executable,
             "-m",
             "hpcflow.worker.pycall",
-            call.python or "",
-            json.dumps(call.kwargs or {}),
-            call.result,
-            encode_values(call.values_in),
-            call.value_out,
         ]
     env = None
     if call.env:
@@ -212,7 +218,8 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     # file creations per task are most of the per-task cost on a shared file system).
     proc = subprocess.Popen(
         argv,
-        stdin=subprocess.DEVNULL,
+        # A python task's call (its arguments may be large) goes in on standard input.
+        stdin=subprocess.PIPE if call.kind == "python" else subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd=call.workdir,
@@ -236,6 +243,8 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         timer.daemon = True
         timer.start()
     try:
+        if proc.stdin is not None:
+            _send_call(proc.stdin, call)
         status, usage = _drain_and_wait(proc, call.stdout, call.stderr)
     finally:
         if timer is not None:
@@ -251,6 +260,20 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if code < 0:
         return code, peak, f"killed by signal {signal.Signals(-code).name}"
     return code, peak, (f"exited with {code}" if code else None)
+
+
+def _send_call(stdin: IO[bytes], call: TaskCall) -> None:
+    """Hand a python task's call to its process (which reads it before anything else); a
+    process that died first shows as its own exit status, not as an error here."""
+    try:
+        stdin.write(encode_call(call))
+    except BrokenPipeError:
+        pass
+    finally:
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
 
 
 def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> tuple[int, Any]:
@@ -355,46 +378,37 @@ def resolve_callable(spec: str, workdir: str) -> Any:
     return target
 
 
-def call_python(
-    spec: str,
-    kwargs: dict[str, Any] | None,
-    values_in: ValuesIn | None,
-    result_path: str,
-    value_out: str,
-    workdir: str,
-) -> None:
-    """Call ``spec`` with the task's parameters and the upstream values it receives;
-    write its return value to ``value_out`` when a task receives it, and as JSON to
-    ``result_path`` when it is JSON (required when no task receives it)."""
-    func = resolve_callable(spec, workdir)
-    result = func(**(kwargs or {}), **arguments(values_in))
-    if value_out:
-        save_value(value_out, result)
+def call_python(call: TaskCall, workdir: str, given: dict[str, Any] | None = None) -> Any:
+    """Call the task's function with its parameters and the upstream values it receives
+    (``given``, or read from the files the call names); write the return value to
+    ``call.value_out`` if set, and as JSON to ``call.result`` when it is JSON (which it
+    must be unless some task receives it). Returns the value."""
+    func = resolve_callable(call.python or "", workdir)
+    received = given if given is not None else arguments(call.values_in)
+    result = func(**(call.kwargs or {}), **received)
+    if call.value_out:
+        save_value(call.value_out, result)
     try:
         text = json.dumps(result)
     except (TypeError, ValueError):
-        if not value_out:
+        if not call.received:
             raise
-        return  # a value only other tasks receive (an array, an object): no JSON of it
-    ensure_dir(os.path.dirname(result_path))
+        return result  # a value only other tasks receive (an array, an object): no JSON
+    ensure_dir(os.path.dirname(call.result))
     # Atomic: whoever reads the result (on any node) sees all of it or none of it.
-    write_text_atomic(result_path, text, make_parents=False)
+    write_text_atomic(call.result, text, make_parents=False)
+    return result
 
 
-def _run_python_inline(call: TaskCall) -> tuple[int, int | None, str | None]:
+def _run_python_inline(
+    call: TaskCall, given: dict[str, Any] | None
+) -> tuple[int, int | None, str | None, Any]:
     import traceback
 
     with _captured(call.stdout, call.stderr):
         try:
-            call_python(
-                call.python or "",
-                call.kwargs,
-                call.values_in,
-                call.result,
-                call.value_out,
-                call.workdir,
-            )
+            value = call_python(call, call.workdir, given)
         except Exception as exc:  # the task's own error: record it, never crash the worker
             traceback.print_exc()
-            return 1, None, f"{type(exc).__name__}: {exc}"[:500]
-    return 0, None, None
+            return 1, None, f"{type(exc).__name__}: {exc}"[:500], None
+    return 0, None, None, value

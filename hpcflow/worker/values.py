@@ -7,11 +7,11 @@ standard library only.
 
 from __future__ import annotations
 
-import base64
 import pickle
 from typing import Any
 
 from hpcflow.store.values import load_value
+from hpcflow.worker.calls import TaskCall
 
 #: Argument name → (shape, [(key, value file)]); shape is "value", "list" or "dict".
 ValuesIn = dict[str, tuple[str, list[tuple[Any, str]]]]
@@ -39,11 +39,14 @@ def arguments(values_in: ValuesIn | None) -> dict[str, Any]:
     return out
 
 
-def encode_values(values_in: ValuesIn | None) -> str:
-    """``values_in`` as one command-line argument (for a task run as a child process)."""
-    return base64.b64encode(pickle.dumps(values_in or {}, protocol=5)).decode("ascii")
+def encode_call(call: TaskCall) -> bytes:
+    """``call`` as bytes for a python task run as a child process (its standard input)."""
+    return pickle.dumps(call, protocol=5)
 
 
-def decode_values(text: str) -> ValuesIn:
-    """What :func:`encode_values` made."""
-    return pickle.loads(base64.b64decode(text))  # noqa: S301 - our own argument
+def decode_call(data: bytes) -> TaskCall:
+    """What :func:`encode_call` made."""
+    call = pickle.loads(data)  # noqa: S301 - our own process's call
+    if not isinstance(call, TaskCall):
+        raise TypeError(f"not a task call: {type(call).__name__}")
+    return call

@@ -14,7 +14,7 @@ from hpcflow.store import atomic
 from hpcflow.store.states import TaskState
 from hpcflow.worker import execute, pycall
 from hpcflow.worker.groups import LIVE
-from hpcflow.worker.values import encode_values
+from hpcflow.worker.values import encode_call
 from tests.conftest import task_call
 
 
@@ -79,9 +79,9 @@ def test_a_python_task_in_its_own_process_writes_its_result_whole(tmp_path):
 def test_pycall_goes_through_the_atomic_helper(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     written = _spy(monkeypatch, execute)  # pycall calls what an in-process call does
-    result = tmp_path / "tasks" / "t" / "1.result.json"
-    argv = ["builtins:dict", json.dumps({"a": [1, 2]}), str(result), encode_values(None), ""]
-    assert pycall.main(argv) == 0
+    call = task_call(tmp_path, 1, "", kind="python", python="builtins:dict", kwargs={"a": [1, 2]})
+    result = Path(call.result)
+    assert pycall.main(encode_call(call)) == 0
     assert written == [str(result)]
     assert json.loads(result.read_text()) == {"a": [1, 2]}
     assert _leftovers(result.parent) == []

@@ -15,7 +15,7 @@ from hpcflow.engine.resume import decide
 from hpcflow.store.memo import MemoEntry
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.values import load_value, save_value
-from hpcflow.worker.values import arguments, decode_values, encode_values
+from hpcflow.worker.values import arguments
 from tests.unit.test_dag import graph_of, graph_problem
 from tests.unit.test_spec import Case, Has, P, case, one_task
 
@@ -318,7 +318,7 @@ def test_value_files_round_trip_arrays_bit_for_bit(tmp_path):
         "many": ("list", [(None, other), (None, path)]),
         "keyed": ("dict", [((1, "x"), other)]),
     }
-    got = arguments(decode_values(encode_values(values_in)))
+    got = arguments(values_in)
     assert np.array_equal(got["one"], array) and got["many"][0] == {"k": 1}
     assert got["keyed"] == {(1, "x"): {"k": 1}}
     assert got["many"][1] is got["one"]  # each file is read once
