@@ -7,6 +7,7 @@ from rich.table import Table
 
 from hpcflow.engine.cost import PlanCost, plan_cost
 from hpcflow.engine.prepare import PreparedRun
+from hpcflow.engine.resume import VALUE_NOT_KEPT
 from hpcflow.settings.profile import Profile
 from hpcflow.spec.units import format_duration, format_memory
 
@@ -60,9 +61,20 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
     total = len(graph.instances)
     if profile is not None:
         print_cost(console, plan_cost(prepared, profile), profile)
-    console.print(
-        f"{prepared.decision.to_run} of {total} tasks would run; nothing was run (dry run)."
-    )
+    decision = prepared.decision
+    again = [
+        graph.instances[i].id for i, why in enumerate(decision.reasons) if why == VALUE_NOT_KEPT
+    ]
+    if again:
+        shown = ", ".join(again[:10]) + (f" and {len(again) - 10} more" if len(again) > 10 else "")
+        console.print(
+            f"{len(again)} up-to-date task(s) run again: a task that runs receives their "
+            f"value, which is not kept (persist: false, or its run was deleted): {shown}",
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
+    console.print(f"{decision.to_run} of {total} tasks would run; nothing was run (dry run).")
 
 
 def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:

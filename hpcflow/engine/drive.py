@@ -19,6 +19,7 @@ from hpcflow.store.memo import remove_journals
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.states import RunStatus
 from hpcflow.worker.journal import close_journals
+from hpcflow.worker.pool import PoolClient
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ def drive(
         deadline=deadline,
         drain_margin=drain_margin,
         cancel_request=paths.cancel_request,
+        values_in_memory=not isinstance(client, PoolClient),
     )
     if on_driver is not None:
         on_driver(driver)

@@ -28,6 +28,7 @@ from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import kill_running
+from hpcflow.worker.made import outcome_of, run_made
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +107,16 @@ class Driver:
         deadline: float | None = None,
         drain_margin: float = 30.0,
         cancel_request: Path | None = None,
+        values_in_memory: bool = False,
     ) -> None:
         self.graph = graph
+        #: Python tasks hand values over as Dask futures (:mod:`hpcflow.worker.made`),
+        #: not files: on a Dask cluster, never on the pool engine.
+        self.values_in_memory = values_in_memory
+        #: Producers' futures of their Made, kept while a consumer may still need them.
+        self._made: dict[int, Any] = {}
+        self._consumers_left: dict[int, int] = {}
+        self._made_keys: dict[str, str] = {}
         #: A file whose appearance asks the driver to cancel the run (``hpcflow cancel``).
         self.cancel_request = cancel_request
         self._last_cancel_check = 0.0
@@ -156,6 +165,11 @@ class Driver:
             bucket = self.counts.setdefault(self.names[i], {})
             bucket[self.state[i]] = bucket.get(self.state[i], 0) + 1
         self.remaining = sum(run)
+        if self.values_in_memory:
+            for inst in graph.instances:
+                if run[inst.index]:
+                    for p in {p for arg in inst.values.values() for p in arg.producers}:
+                        self._consumers_left[p] = self._consumers_left.get(p, 0) + 1
         for i in graph.order:
             if run[i] and self.waiting[i] == 0:
                 self._make_ready(i)
@@ -297,9 +311,14 @@ class Driver:
                 if self.deadline is not None and not self._fits(ready[0]):
                     self._held.add(ready.popleft())
                     continue
+                if self._by_value(ready[0]):
+                    self._submit_made(key, ready.popleft())
+                    continue
                 first = self.graph.instances[ready[0]].spec_index
                 size = self._chunk_size(key, len(ready), first)
-                chunk = [ready.popleft() for _ in range(min(size, len(ready)))]
+                chunk = [ready.popleft()]
+                while ready and len(chunk) < size and not self._by_value(ready[0]):
+                    chunk.append(ready.popleft())
                 self._submit(key, chunk)
 
     def _submit(self, key: GroupKey, chunk: list[int]) -> None:
@@ -326,11 +345,76 @@ class Driver:
         self._inflight += 1
         future.add_done_callback(self._done.put)
 
+    def _by_value(self, i: int) -> bool:
+        """Whether task ``i`` is a Dask task of its own whose value stays on its worker,
+        or that receives such values."""
+        if not self.values_in_memory:
+            return False
+        inst = self.graph.instances[i]
+        return bool(inst.values) or i in self._consumers_left
+
+    def _submit_made(self, key: GroupKey, i: int) -> None:
+        """Submit python task ``i`` alone: its value (if any task receives it) stays on
+        its worker, and what it receives comes from the producers' workers."""
+        inst = self.graph.instances[i]
+        self.attempt[i] += 1
+        self._set_state(i, st.RUNNING)
+        self.db.start_attempts([(i, self.attempt[i])])
+        call = self.factory.call(inst, self.attempt[i])
+        if not self.graph.template(inst).spec.persist:
+            call.value_out = ""  # kept in memory only: a later run makes it again
+        received = {
+            name: (
+                arg.shape,
+                [
+                    (k, self._made[p] if p in self._made else self.factory.value_file(p))
+                    for k, p in zip(
+                        arg.keys or (None,) * len(arg.producers), arg.producers, strict=True
+                    )
+                ],
+            )
+            for name, arg in inst.values.items()
+        }
+        if self.deadline is not None:
+            self._queued_seconds += self._estimate(i)
+        suffix = f"{i}-{self.attempt[i]}-{next(self._chunk_ids)}"
+        made = self.client.submit(
+            run_made,
+            call,
+            received,
+            key=f"hpcflow-made-{suffix}",
+            resources=key.dask_resources(),
+            pure=False,
+        )
+        outcome = self.client.submit(outcome_of, made, key=f"hpcflow-outcome-{suffix}", pure=False)
+        self._calls_by_key[outcome.key] = self._calls_by_key[made.key] = [call]
+        self._made_keys[outcome.key] = made.key
+        if i in self._consumers_left:
+            self._made[i] = made  # replaced by a retry's; dropped once no consumer needs it
+        self._inflight += 1
+        outcome.add_done_callback(self._done.put)
+
+    def _ended(self, i: int) -> None:
+        """Task ``i`` will not run again in this run: the values it received may go, and
+        so may its own if it failed (its consumers are skipped)."""
+        if not self._made:
+            return
+        if self.state[i] != st.SUCCEEDED:
+            self._made.pop(i, None)
+        for p in {p for arg in self.graph.instances[i].values.values() for p in arg.producers}:
+            left = self._consumers_left.get(p, 0) - 1
+            self._consumers_left[p] = left
+            if left <= 0:
+                self._made.pop(p, None)
+
     def _handle(self, futures: list[Any]) -> None:
         outcomes: list[Outcome] = []
         for future in futures:
             self._inflight -= 1
             calls = self._calls_by_key.pop(future.key)
+            made_key = self._made_keys.pop(future.key, None)
+            if made_key is not None:
+                self._calls_by_key.pop(made_key, None)
             try:
                 outcomes.extend(future.result())
             except Exception as exc:  # a lost worker or a crash outside any task
@@ -360,6 +444,7 @@ class Driver:
             self._set_state(i, state)
             if state == st.SUCCEEDED:
                 self.remaining -= 1
+                self._ended(i)
                 for child in self.dependents[i]:
                     if self.state[child] == st.PENDING:
                         self.waiting[child] -= 1
@@ -367,6 +452,7 @@ class Driver:
                             self._make_ready(child)
             elif state in (st.FAILED, st.CANCELLED):
                 self.remaining -= 1
+                self._ended(i)
                 ended.append(i)
             else:  # failed, and its retry policy allows another attempt
                 policy = self.graph.template(self.graph.instances[i]).retries
@@ -381,6 +467,7 @@ class Driver:
             )
             for child in skipped:
                 self._set_state(child, st.SKIPPED)
+                self._ended(child)
             self.remaining -= len(skipped)
 
     def _estimate(self, i: int) -> float:

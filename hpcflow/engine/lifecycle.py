@@ -50,7 +50,10 @@ class RunSummary:
 
     @property
     def ok(self) -> bool:
-        return not self.cancelled and not self.failed and not self.totals.get(st.SKIPPED)
+        """Every task ended well: none failed, skipped, cancelled or left unfinished (a
+        driver that died before it ran them)."""
+        unfinished = any(self.totals.get(state) for state in (st.SKIPPED, st.PENDING, st.RUNNING))
+        return not self.cancelled and not self.failed and not unfinished
 
     @property
     def status(self) -> RunStatus:

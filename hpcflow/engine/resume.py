@@ -11,6 +11,9 @@ from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.store.memo import MemoEntry
 from hpcflow.worker.execute import file_signatures
 
+#: Why an up-to-date producer runs again (``from:``): its value is gone.
+VALUE_NOT_KEPT = "a task that runs receives its value, which is not kept"
+
 
 @dataclass(frozen=True)
 class ResumeDecision:
@@ -97,7 +100,7 @@ def _decide(
             run[i], reasons[i] = True, "outputs missing or changed"
             continue
         if i in again:
-            run[i], reasons[i] = True, "a task that runs receives its value, which is not kept"
+            run[i], reasons[i] = True, VALUE_NOT_KEPT
             continue
         reasons[i] = f"up to date (run {entry.run_id})"
     return ResumeDecision(run, reasons)

@@ -520,6 +520,12 @@ def _follow(
             if status is not None and (head_lost or poller.settled([current])):
                 finished = meta.get("status") in _DRIVER_ENDED
                 if finished:
+                    if meta.get("status") == RunStatus.FAILED and meta.get("error"):
+                        log.error(
+                            "the run's driver failed: %s (its log: %s)",
+                            meta["error"],
+                            paths.driver_log,
+                        )
                     break
                 if paths.cancel_request.exists():
                     # `hpcflow cancel` ended the allocation: the run was cancelled, as asked.

@@ -193,6 +193,11 @@ class TaskSpec(_Model):
         description="python tasks: argument → upstream python task whose return value it "
         "receives (instances sweeping the same parameters are paired, as with 'needs')",
     )
+    persist: bool = Field(
+        True,
+        description="python tasks: keep the return value other tasks receive in the run "
+        "directory, so a later run can hand it on (false: in memory only, on Dask)",
+    )
     resources: Resources | None = None
     retries: Retries | None = None
     timeout: Duration | None = Field(None, description="kill the attempt after this long")

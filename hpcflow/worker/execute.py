@@ -118,6 +118,13 @@ def conclude_call(
     return outcome
 
 
+def in_process(call: TaskCall) -> bool:
+    """Whether a python call can run in this process: in-process is fast, but it needs
+    the task's directory to be the process's own, and no timeout (a thread cannot be
+    killed). Otherwise it runs as a child process."""
+    return call.kind == "python" and call.timeout is None and os.getcwd() == call.workdir
+
+
 def run_call(call: TaskCall, inline: bool = True) -> Outcome:
     """Run one attempt: check inputs, run, check outputs, quarantine them on failure."""
     return run_call_for_value(call, inline)[0]
@@ -135,14 +142,7 @@ def run_call_for_value(
         inputs_sig, failed = prepare_call(call)
         if failed is not None:
             return failed, None
-        if (
-            inline
-            and call.kind == "python"
-            and call.timeout is None
-            and os.getcwd() == call.workdir
-        ):
-            # In-process is fast; it needs the task's directory to be the process's one,
-            # and no timeout (a thread cannot be killed). Otherwise: a child process.
+        if inline and in_process(call):
             exit_code, peak, message, value = _run_python_inline(call, given)
         else:
             exit_code, peak, message = _run_process(call)

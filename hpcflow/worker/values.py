@@ -28,15 +28,19 @@ def arguments(values_in: ValuesIn | None) -> dict[str, Any]:
             loaded[path] = load_value(path)
         return loaded[path]
 
-    out: dict[str, Any] = {}
-    for name, (shape, sources) in values_in.items():
-        if shape == "value":
-            out[name] = value(sources[0][1])
-        elif shape == "list":
-            out[name] = [value(path) for _, path in sources]
-        else:
-            out[name] = {key: value(path) for key, path in sources}
-    return out
+    return {
+        name: assemble(shape, [(key, value(path)) for key, path in sources])
+        for name, (shape, sources) in values_in.items()
+    }
+
+
+def assemble(shape: str, pairs: list[tuple[Any, Any]]) -> Any:
+    """One argument from its (key, value) pairs: the value, a list or a dict."""
+    if shape == "value":
+        return pairs[0][1]
+    if shape == "list":
+        return [value for _, value in pairs]
+    return dict(pairs)
 
 
 def encode_call(call: TaskCall) -> bytes:

@@ -106,8 +106,11 @@ def executions(tmp_path: Path) -> Counter[str]:
 
 def total_result(tmp_path: Path) -> dict:
     run = sorted((tmp_path / ".hpcflow" / "runs").iterdir())[-1]
-    (result,) = (run / "tasks").glob("total/*.result.json")
-    return json.loads(result.read_text())
+    found = list((run / "tasks").glob("total/*.result.json"))
+    assert len(found) == 1, "\n".join(
+        [*sorted(str(p.relative_to(run)) for p in run.rglob("*")), (run / "driver.log").read_text()]
+    )
+    return json.loads(found[0].read_text())
 
 
 ENGINES = [
@@ -204,4 +207,25 @@ def test_a_killed_run_resumes_with_the_values_it_made(tmp_path, env, hpcflow, en
     # reduce does: the makes' values come from the killed run's folder.
     squares = {f"square[i={i}]" for i in range(4)}
     assert after == Counter(["total", *(squares - ended)]), (after, ended)
+    assert total_result(tmp_path) == expected()
+
+
+def test_values_kept_in_memory_only_are_made_again_when_needed(tmp_path, hpcflow):
+    wf = setup(tmp_path)
+    wf.write_text(
+        wf.read_text().replace("python: steps:make\n", "python: steps:make\n    persist: false\n")
+    )
+    first = hpcflow("run", str(wf), "-q", "--engine", "dask", cwd=tmp_path)
+    assert first.returncode == 0, first.output
+    assert total_result(tmp_path) == expected()  # the makes' values came through memory
+    run = sorted((tmp_path / ".hpcflow" / "runs").iterdir())[-1]
+    assert list(run.glob("tasks/make*/value.pickle")) == []
+    assert len(list(run.glob("tasks/square*/value.pickle"))) == 4
+    executions(tmp_path)
+    plan = hpcflow("run", str(wf), "--dry-run", "--rerun", "total", cwd=tmp_path)
+    assert "4 up-to-date task(s) run again" in plan.stdout, plan.output
+    assert "make[i=0], make[i=1], make[i=2], make[i=3]" in plan.stdout
+    again = hpcflow("run", str(wf), "-q", "--engine", "dask", "--rerun", "total", cwd=tmp_path)
+    assert again.returncode == 0, again.output
+    assert executions(tmp_path) == ALL - Counter(["label"])
     assert total_result(tmp_path) == expected()

@@ -196,17 +196,32 @@ def test_tls_by_default_refuses_strangers(tmp_path, slurm_env, slurm_cluster):
     assert queue_drains(slurm_cluster) == []
 
 
-def test_tcp_on_request_warns(tmp_path, slurm_env, example):
-    wf = example("hello")
+def _values_workflow(tmp_path: Path) -> Path:
+    """The values workflow of tests/e2e/test_values.py: arrays handed from task to task
+    as Dask futures (worker to worker over the transport), checked bit for bit after."""
+    from tests.e2e.test_values import setup
+
+    return setup(tmp_path)
+
+
+def _values_arrived(workdir: Path) -> None:
+    from tests.e2e.test_values import expected, total_result
+
+    assert total_result(workdir) == expected()
+
+
+def test_tcp_on_request_warns(tmp_path, slurm_env):
+    wf = _values_workflow(tmp_path)
     result = _hpcflow(
         slurm_env, "run", str(wf), "--profile", "slurm-test", "--transport", "tcp", "-q",
-        cwd=wf.parent,
+        "--nodes", "2", cwd=wf.parent,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no authentication" in result.stderr
     run_dir = _only_run_dir(wf.parent)
     assert json.loads((run_dir / "scheduler.json").read_text())["address"].startswith("tcp://")
     assert not (run_dir / "tls").exists()
+    _values_arrived(tmp_path)
 
 
 @pytest.mark.parametrize("transport", ["tcp", "ucx"])
@@ -229,7 +244,7 @@ def _ucx_python() -> Path | None:
     return candidate if candidate.exists() else None
 
 
-def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster, example):
+def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster):
     python = _ucx_python()
     if python is None:
         message = (
@@ -244,12 +259,15 @@ def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster, example):
     # CPU only: no cuda transports on a node without a driver (the scheduler would fail
     # to start); quiet the warning distributed-ucxx's own defaults cause.
     profile["env"].update(UCX_TLS="tcp,self", UCX_WARN_UNUSED_ENV_VARS="n")
+    # Over two nodes the ranks must name the device their addresses are on (each node's
+    # 127.0.10.I is an extra address of lo), as a site names ib0.
+    profile["interface"] = "lo"
     profile_file = tmp_path / "slurm-ucx.yaml"
     profile_file.write_text(yaml.safe_dump(profile))
-    wf = example("hello")
+    wf = _values_workflow(tmp_path)
     result = _hpcflow(
-        slurm_env, "run", str(wf), "--profile", str(profile_file), "-q", cwd=wf.parent,
-        timeout=240,
+        slurm_env, "run", str(wf), "--profile", str(profile_file), "-q", "--nodes", "2",
+        cwd=wf.parent, timeout=240,
     )  # fmt: skip
     run_dir = _only_run_dir(wf.parent)
     logs = "\n".join(p.read_text()[-3000:] for p in sorted(run_dir.glob("allocations/*.err")))
@@ -257,4 +275,5 @@ def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster, example):
     assert "not encrypted" in result.stderr
     address = json.loads((run_dir / "scheduler.json").read_text())["address"]
     assert address.startswith(("ucx://", "ucxx://")), address
+    _values_arrived(tmp_path)
     assert queue_drains(slurm_cluster) == []
