@@ -18,7 +18,7 @@ from hpcflow.errors import HpcflowError
 from hpcflow.store.paths import RunPaths
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.chunk import run_chunk
-from hpcflow.worker.groups import kill_running
+from hpcflow.worker.groups import kill_on_workers
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,9 @@ def cancel_calls(client: Any, futures: list[Any]) -> None:
     """Cancel ``futures`` and kill every task process the workers are running."""
     try:
         client.cancel(futures, force=True)
-        client.run(kill_running, wait=True)
     except Exception as exc:  # workers may already be gone; closing follows anyway
         log.debug("cancelling on the workers failed: %s", exc)
+    kill_on_workers(client)
 
 
 class PendingSlots:

@@ -27,13 +27,10 @@ from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
-from hpcflow.worker.groups import kill_running
+from hpcflow.worker.groups import kill_on_workers
 from hpcflow.worker.made import outcome_of, run_made
 
 log = logging.getLogger(__name__)
-
-#: Seconds a cancellation waits for the workers to kill what they run.
-KILL_SECONDS = 20.0
 
 
 class Observer(Protocol):
@@ -501,14 +498,7 @@ class Driver:
 
     def _cancel(self) -> None:
         log.warning("cancelling: killing running tasks")
-        try:
-            # A worker whose node hangs must not hang the cancellation: its tasks die
-            # with it when the run closes its cluster or its allocation ends.
-            self.client.run(kill_running, wait=True, callback_timeout=KILL_SECONDS)
-        except TimeoutError:
-            log.warning("workers did not confirm killing their tasks in %.0fs", KILL_SECONDS)
-        except Exception as exc:  # workers may already be gone
-            log.debug("kill_running failed: %s", exc)
+        kill_on_workers(self.client)
         changes = []
         for i, state in enumerate(self.state):
             if state in (st.RUNNING, st.PENDING):

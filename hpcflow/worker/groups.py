@@ -8,10 +8,14 @@ Dask workers import it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import threading
 import time
+from typing import Any
+
+log = logging.getLogger(__name__)
 
 
 class LiveProcesses:
@@ -54,6 +58,25 @@ LIVE = LiveProcesses()
 def kill_running() -> int:
     """Kill every task process this worker started (run on each worker by the driver)."""
     return LIVE.kill_all()
+
+
+#: Seconds a cancellation waits for the workers to kill what they run.
+KILL_SECONDS = 20.0
+
+
+def kill_on_workers(client: Any) -> None:
+    """Have every worker of a Dask (or pool) ``client`` kill the task processes it runs.
+
+    A worker whose node hangs must not hang the cancellation: after
+    :data:`KILL_SECONDS` its tasks are left to die with it, when the run closes its
+    cluster or its allocation ends.
+    """
+    try:
+        client.run(kill_running, wait=True, callback_timeout=KILL_SECONDS)
+    except TimeoutError:
+        log.warning("workers did not confirm killing their tasks in %.0fs", KILL_SECONDS)
+    except Exception as exc:  # workers may already be gone
+        log.debug("kill_running failed: %s", exc)
 
 
 def signal_group(pgid: int, sig: int) -> None:
