@@ -51,3 +51,20 @@ def test_python_tasks_record_json_results(example, hpcflow):
     square = next((Path(run_dir) / "tasks").glob("square.x=3-*"))
     assert json.loads((square / "1.result.json").read_text()) == {"x": 3, "square": 9}
     assert (square / "1.out").read_text() == "squared 3\n"
+
+
+def test_arrays_pass_between_tasks(example, hpcflow):
+    import numpy as np
+
+    wf = example("arrays")
+    result = hpcflow("run", str(wf), "-q", cwd=wf.parent)
+    assert result.returncode == 0, result.output
+    shown = hpcflow("result", "latest", "summary", cwd=wf.parent)
+    assert shown.returncode == 0, shown.output
+    summary = json.loads(shown.stdout)
+    raw = [np.random.default_rng(s).standard_normal((8192, 1024)) for s in (1, 2, 3, 4)]
+    assert summary["seeds"] == [1, 2, 3, 4]
+    assert summary["raw_means"] == [round(float(a.mean()), 6) for a in raw]
+    assert len(summary["smoothed_std"]) == 4
+    dag = hpcflow("dag", str(wf))
+    assert "smooth ×4  ← simulate (trace)" in dag.stdout, dag.stdout
