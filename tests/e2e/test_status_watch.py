@@ -78,10 +78,11 @@ def test_watch_json_emits_a_line_per_refresh(tmp_path, env):
          "--interval", "0.3"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    time.sleep(1.0)
+    assert watch.stdout is not None
+    first = watch.stdout.readline()  # the first record is out: the run is still held
     (tmp_path / "release").touch()
     out, err = watch.communicate(timeout=60)
     assert run.wait(timeout=60) == 0
-    records = [json.loads(line) for line in out.splitlines()]
+    records = [json.loads(line) for line in [first, *out.splitlines()]]
     assert len(records) >= 2
     assert records[0]["status"] == "running" and records[-1]["status"] == "succeeded"
