@@ -189,11 +189,9 @@ class Driver:
         for _ in range(5):
             try:
                 ready = sum(key.cpus * len(q) for key, q in list(self._ready.items()))
-                inflight = sum(
-                    self._group(c.index).cpus
-                    for calls in list(self._calls_by_key.values())
-                    for c in calls
-                )
+                # A task handing on its value is under two keys (its Made, its outcome).
+                running = {c.index for calls in list(self._calls_by_key.values()) for c in calls}
+                inflight = sum(self._group(i).cpus for i in running)
                 return ready + inflight
             except RuntimeError:  # a dict or deque changed size while we read it
                 continue

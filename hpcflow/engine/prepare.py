@@ -102,8 +102,8 @@ def _locate_values(
 ) -> None:
     """Point the consumers of producers that do not run at the runs holding their values."""
     for producer in factory.received():
-        if not run[producer]:
-            entry = entries[graph.instances[producer].id]
+        entry = None if run[producer] else entries.get(graph.instances[producer].id)
+        if entry is not None:  # (no entry: the consumer names a file that is not there)
             factory.value_runs[producer] = RunPaths(root.runs / entry.run_id)
 
 
