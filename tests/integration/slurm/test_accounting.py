@@ -32,8 +32,9 @@ PURGE_TIMEOUT = 45
 
 
 @pytest.fixture(scope="module")
-def acct_cluster():
-    """A one-node cluster with slurmdbd + MariaDB, for this module only."""
+def acct_cluster(slurm_cluster):
+    """A one-node cluster with slurmdbd + MariaDB, for this module only. It mounts the
+    session cluster's volume (where the tests' folders are), so that one starts first."""
     cluster = start_test_cluster(
         "with accounting (slurm/install-deps.sh --accounting)",
         nodes=1, cpus=4, gpus=0, min_job_age=MIN_JOB_AGE, timeout=60, accounting=True,
