@@ -12,8 +12,7 @@ from hpcflow.dag.instances import TaskInstance
 from hpcflow.launchers import task_prefix
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
-from hpcflow.worker.calls import TaskCall
-from hpcflow.worker.values import ValuesIn
+from hpcflow.worker.calls import TaskCall, ValuesIn
 
 #: (kind, rendered shell command, rendered argv) of a task.
 Action = tuple[str, str | None, list[str] | None]

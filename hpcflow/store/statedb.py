@@ -298,7 +298,8 @@ class StateDB:
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self._writer is not None:
             return self._writer.read(sql, params)
-        assert self._reader is not None
+        if self._reader is None:  # closed: neither side is open any more
+            raise sqlite3.ProgrammingError(f"{self.path} is closed")
         return self._reader.rows(sql, params)
 
     def _submit(self) -> bool:

@@ -6,11 +6,15 @@ Both are small, flat and picklable; a chunk of calls is one Dask task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the state database is the driver's; workers never load it
     from hpcflow.store.statedb import AttemptRecord
-    from hpcflow.worker.values import ValuesIn
+
+
+#: What a python call receives (``from:``), as files: argument name → (shape, [(key,
+#: value file)]); shape is "value", "list" or "dict" (:mod:`hpcflow.worker.values`).
+ValuesIn = dict[str, tuple[str, list[tuple[Any, str]]]]
 
 
 @dataclass(slots=True)

@@ -11,10 +11,7 @@ import pickle
 from typing import Any
 
 from hpcflow.store.values import load_value
-from hpcflow.worker.calls import TaskCall
-
-#: Argument name → (shape, [(key, value file)]); shape is "value", "list" or "dict".
-ValuesIn = dict[str, tuple[str, list[tuple[Any, str]]]]
+from hpcflow.worker.calls import TaskCall, ValuesIn
 
 
 def arguments(values_in: ValuesIn | None) -> dict[str, Any]:

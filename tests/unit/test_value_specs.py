@@ -57,7 +57,7 @@ def test_paired_gathered_keyed_and_single_values():
     assert set(total.deps) >= {index["base"], index["make[i=0]"], index["square[i=2]"]}
 
 
-def test_several_swept_parameters_key_by_a_tuple_and_list_keeps_sweep_order():
+def test_one_gathered_parameter_keys_by_its_values_and_list_keeps_sweep_order():
     graph = graph_of(
         """
         name: w
