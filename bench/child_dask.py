@@ -16,25 +16,26 @@ def inc(x):
     return x + 1
 
 
+def local_cluster():
+    """Plain Dask on this machine: SLOTS worker processes of one thread each."""
+    from distributed import LocalCluster
+
+    return LocalCluster(
+        n_workers=SLOTS, threads_per_worker=1, processes=True, dashboard_address=None,
+        host="127.0.0.1",
+    )  # fmt: skip
+
+
 def main() -> int:
     key, n = sys.argv[1], int(sys.argv[2])
     if key != "W3":
         print(f"child_dask: only W3, not {key}", file=sys.stderr)
         return 2
 
-    from distributed import Client, LocalCluster
+    from distributed import Client
     from workloads import w3_expected_sum
 
-    with (
-        LocalCluster(
-            n_workers=SLOTS,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            host="127.0.0.1",
-        ) as cluster,
-        Client(cluster) as client,
-    ):
+    with local_cluster() as cluster, Client(cluster) as client:
         futures = client.map(inc, range(n))
         total = sum(client.gather(futures))
     if total != w3_expected_sum(n):

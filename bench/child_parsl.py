@@ -15,18 +15,14 @@ from workloads import Workload
 SLOTS = 2
 
 
-def main() -> int:
-    key, n = sys.argv[1], int(sys.argv[2])
-    tasks = Workload(key, n).tasks() if key != "W3" else []
-    workdir = os.getcwd()
-
-    import parsl
-    from parsl.app.app import bash_app
+def htex_config(workdir: str):
+    """HighThroughputExecutor on this machine: one block of SLOTS single-core workers,
+    started in ``workdir`` (so relative output paths land there)."""
     from parsl.config import Config
     from parsl.executors import HighThroughputExecutor
     from parsl.providers import LocalProvider
 
-    config = Config(
+    return Config(
         executors=[
             HighThroughputExecutor(
                 label="htex_local",
@@ -34,17 +30,23 @@ def main() -> int:
                 max_workers_per_node=SLOTS,
                 cores_per_worker=1,
                 provider=LocalProvider(
-                    init_blocks=1,
-                    min_blocks=1,
-                    max_blocks=1,
-                    # run the workers in the work directory, so relative
-                    # output paths land there
-                    worker_init=f"cd {workdir}",
+                    init_blocks=1, min_blocks=1, max_blocks=1, worker_init=f"cd {workdir}"
                 ),
             )
         ],
         run_dir=os.path.join(workdir, "runinfo"),
     )
+
+
+def main() -> int:
+    key, n = sys.argv[1], int(sys.argv[2])
+    tasks = Workload(key, n).tasks() if key != "W3" else []
+    workdir = os.getcwd()
+
+    import parsl
+    from parsl.app.app import bash_app
+
+    config = htex_config(workdir)
 
     @bash_app
     def shell(cmd, inputs=()):

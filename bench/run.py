@@ -5,7 +5,8 @@ One invocation measures every tool side by side, round-robin across
 repetitions. Each measurement is a fresh child process, timed end to end
 (interpreter start-up included), in a fresh temporary directory; the outputs
 are verified afterwards. W1-W6 are measured here, W7 (pilot mode on the local
-test SLURM) by bench/pilot.py, started from here. See bench/README.md.
+test SLURM) by bench/pilot.py and W8 (values handed between tasks) by bench/values.py,
+both started from here. See bench/README.md.
 
     bash bench/setup.sh && .venv/bin/python bench/run.py
     .venv/bin/python bench/run.py --quick          # smoke check, about a minute
@@ -939,6 +940,18 @@ def run_pilot(args: argparse.Namespace) -> tuple[list[dict], str]:
     return rows, err
 
 
+def run_values(args: argparse.Namespace) -> None:
+    """W8: run bench/values.py, which writes its own section of the report."""
+    argv = [sys.executable, os.path.join(HERE, "values.py"), "--reps", str(max(args.reps, 3))]
+    argv += ["--out", args.out, "--jsonl", args.jsonl, "--timeout", str(args.timeout)]
+    argv += ["--peers-python", os.path.join(args.peers_venv, "bin", "python")]
+    res = subprocess.run(argv, text=True, stdout=subprocess.DEVNULL, timeout=3600)
+    if res.returncode != 0:
+        print(
+            f"bench: W8 exit code {res.returncode} (its section says which failed)", file=sys.stderr
+        )
+
+
 def make_plot(args: argparse.Namespace, recs: list[dict]) -> str | None:
     """Draw the PNG with bench/plot.py (matplotlib, from the peers venv or this python)."""
     data = [
@@ -973,7 +986,7 @@ def make_plot(args: argparse.Namespace, recs: list[dict]) -> str | None:
 # ---------------------------------------------------------------------------
 
 
-ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7"]
+ALL_WORKLOADS = ["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -990,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--w6-n", type=int, default=1_000_000, help="W6 sweep size (default 1000000)")
     ap.add_argument("--pilot-n", default="10000", help="W7 pilot task counts (default 10000)")
     ap.add_argument("--pilot-timeout", type=float, default=600.0, help="W7 cap, seconds")
-    ap.add_argument("--only", default=",".join(ALL_WORKLOADS), help="workloads (default W1,...,W7)")
+    ap.add_argument("--only", default=",".join(ALL_WORKLOADS), help="workloads (default W1,...,W8)")
     ap.add_argument("--tools", default=None, help=f"tools (default: all of {','.join(TOOLS)})")
     ap.add_argument("--reps", type=int, default=1, help="repetitions (default 1)")
     ap.add_argument(
@@ -1006,7 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
         "--quick",
         action="store_true",
         help="smoke check, small sizes: W1 N=200, W2 10x20, W3 500, W4 200, W5 2000, "
-        "W6 5000, no W7; report goes to bench/RESULTS-quick.md unless --out is given",
+        "W6 5000, no W7 or W8; report goes to bench/RESULTS-quick.md unless --out is given",
     )
     ap.add_argument("--out", default=None, help="markdown report (default bench/RESULTS.md)")
     ap.add_argument(
@@ -1041,7 +1054,7 @@ def main(argv: list[str] | None = None) -> int:
         ns, layers = [200], 10
         args.w3_n, args.w4_n, args.w5_n, args.w6_n = 500, 200, 2000, 5000
         args.core_reps = 1
-        only.discard("W7")
+        only -= {"W7", "W8"}
     else:
         ns, layers = [int(x) for x in args.n.split(",") if x.strip()], args.layers
     if args.out is None:
@@ -1058,7 +1071,7 @@ def main(argv: list[str] | None = None) -> int:
     plan = [(w, t) for w, t in plan if t]
     # The big W1 last (before W7): an interrupted run still has every other workload.
     plan.sort(key=lambda wt: wt[0].key == "W1" and wt[0].n > GREEDY_MAX_N)
-    if not plan and "W7" not in only:
+    if not plan and not only & {"W7", "W8"}:
         ap.error("nothing to run")
     setup = Setup(args)
     cmd = command_line()
@@ -1137,7 +1150,7 @@ def main(argv: list[str] | None = None) -> int:
                         msg += "\n      " + "\n      ".join(tail[-3:])
                 print(msg, file=sys.stderr, flush=True)
                 # keep the report current, so an interrupted run leaves one
-                write((k, total) if k < total or "W7" in only else None)
+                write((k, total) if k < total or only & {"W7", "W8"} else None)
     plot = make_plot(args, recs)
     if "W7" in only:
         print(f"bench: W7 pilot, {args.pilot_n} tasks, local test SLURM", file=sys.stderr)
@@ -1146,6 +1159,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"bench: {err}", file=sys.stderr)
             pilot = pilot or [{"tasks": args.pilot_n, "ok": False, "error": err}]
     console = write(None)
+    if "W8" in only:
+        print("bench: W8 values between tasks (bench/values.py)", file=sys.stderr)
+        run_values(args)
     print(console)
     print(f"\nwrote {_rel(args.out)}; raw results appended to {_rel(args.jsonl)}")
     return 0

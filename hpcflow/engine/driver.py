@@ -301,14 +301,19 @@ class Driver:
 
     def _submit_ready(self) -> None:
         limit = 2 * self.slots + 2
+        # Value tasks go one per Dask task, not in chunks: more of them in flight keeps
+        # the workers busy between the driver's round trips.
+        made_limit = 8 * self.slots + 2
         for key, ready in self._ready.items():
-            while ready and self._inflight < limit:
+            while ready and self._inflight < made_limit:
                 if self.deadline is not None and not self._fits(ready[0]):
                     self._held.add(ready.popleft())
                     continue
                 if self._by_value(ready[0]):
                     self._submit_made(key, ready.popleft())
                     continue
+                if self._inflight >= limit:
+                    break
                 first = self.graph.instances[ready[0]].spec_index
                 size = self._chunk_size(key, len(ready), first)
                 chunk = [ready.popleft()]
@@ -402,19 +407,40 @@ class Driver:
             if left <= 0:
                 self._made.pop(p, None)
 
+    def _results(self, futures: list[Any]) -> list[Any]:
+        """Each future's result, or the exception it ended with. Dask futures that
+        finished are fetched in one round trip, not one each (a batch of value tasks
+        ends as many small futures)."""
+        finished = [f for f in futures if getattr(f, "status", None) == "finished"]
+        fetched: dict[Any, Any] = {}
+        if len(finished) > 1:
+            try:
+                got = self.client.gather(finished)
+                fetched = dict(zip([f.key for f in finished], got, strict=True))
+            except Exception:  # one of them is gone since (a lost worker): one by one
+                fetched = {}
+        results: list[Any] = []
+        for future in futures:
+            if future.key in fetched:
+                results.append(fetched[future.key])
+                continue
+            try:
+                results.append(future.result())
+            except Exception as exc:  # a lost worker or a crash outside any task
+                results.append(exc)
+        return results
+
     def _handle(self, futures: list[Any]) -> None:
         outcomes: list[Outcome] = []
-        for future in futures:
+        for future, result in zip(futures, self._results(futures), strict=True):
             self._inflight -= 1
             calls = self._calls_by_key.pop(future.key)
             made_key = self._made_keys.pop(future.key, None)
             if made_key is not None:
                 self._calls_by_key.pop(made_key, None)
-            try:
-                outcomes.extend(future.result())
-            except Exception as exc:  # a lost worker or a crash outside any task
+            if isinstance(result, Exception):  # a lost worker or a crash outside any task
                 now = time.time()
-                log.warning("chunk of %d tasks lost: %s", len(calls), exc)
+                log.warning("chunk of %d tasks lost: %s", len(calls), result)
                 outcomes.extend(
                     Outcome(
                         c.index,
@@ -423,10 +449,12 @@ class Driver:
                         None,
                         now,
                         now,
-                        message=f"worker lost: {type(exc).__name__}: {exc}"[:500],
+                        message=f"worker lost: {type(result).__name__}: {result}"[:500],
                     )
                     for c in calls
                 )
+            else:
+                outcomes.extend(result)
         for out in outcomes:
             i = out.index
             if self.deadline is not None:

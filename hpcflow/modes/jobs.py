@@ -382,7 +382,7 @@ class JobsFollower:
                     continue
                 done = _read_json(outcome)
                 if done is not None:
-                    outcomes.append((i, [Outcome(**o) for o in done["outcomes"]]))
+                    outcomes.append((i, [Outcome.from_dict(o) for o in done["outcomes"]]))
         if starts:
             self.db.start_attempts(starts)
             for i, _ in starts:

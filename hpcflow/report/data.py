@@ -40,6 +40,17 @@ class TaskDefinition:
 
 
 @dataclass(frozen=True)
+class ValueTotals:
+    """The values one task (all its instances) made and received (``from:``)."""
+
+    name: str
+    types: str  # the type names of its return values, "?" where a child process made it
+    made: int  # bytes of its return values
+    received: int  # bytes of the values it received
+    moved: int  # of those, bytes another worker sent over the run's transport
+
+
+@dataclass(frozen=True)
 class Failure:
     task_id: str
     attempts: int
@@ -62,6 +73,12 @@ class ReportData:
     definitions: list[TaskDefinition]
     edges: set[tuple[str, str]]
     failures: list[Failure] = field(default_factory=list)
+    values: list[ValueTotals] = field(default_factory=list)
+
+    @property
+    def moved(self) -> int:
+        """Bytes of values moved between workers in the whole run."""
+        return sum(v.moved for v in self.values)
 
     @property
     def core_hours(self) -> float:
@@ -80,6 +97,7 @@ def collect(paths: RunPaths) -> ReportData:
         attempts = db.all_attempts()
         allocations = db.allocations()
         order = db.names_in_order()
+        value_rows = db.value_rows()
     plan = _read_json(paths.plan)
     info = _read_json(paths.run_info)
     requested = {t["name"]: t.get("resources", {}) for t in plan.get("tasks", [])}
@@ -136,7 +154,32 @@ def collect(paths: RunPaths) -> ReportData:
         definitions=definitions,
         edges=edges,
         failures=failures,
+        values=_value_totals(value_rows, by_idx, order),
     )
+
+
+def _value_totals(
+    rows: list[st.ValueRow], by_idx: dict[int, st.TaskRow], order: list[str]
+) -> list[ValueTotals]:
+    """Per task name, the values of each instance's latest attempt that recorded any."""
+    latest: dict[int, st.ValueRow] = {}
+    for row in rows:
+        if row.task_idx in by_idx and row.attempt >= latest.get(row.task_idx, row).attempt:
+            latest[row.task_idx] = row
+    grouped: dict[str, list[st.ValueRow]] = {}
+    for idx, row in latest.items():
+        grouped.setdefault(by_idx[idx].name, []).append(row)
+    rank = {name: i for i, name in enumerate(order)}
+    return [
+        ValueTotals(
+            name=name,
+            types=", ".join(sorted({r.type or "?" for r in group})),
+            made=sum(r.nbytes or 0 for r in group),
+            received=sum(r.received for r in group),
+            moved=sum(r.moved for r in group),
+        )
+        for name, group in sorted(grouped.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+    ]
 
 
 def _read_json(path: Path) -> dict[str, Any]:

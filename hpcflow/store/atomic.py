@@ -2,7 +2,9 @@
 
 A reader, on this host or on another one that shares the file system, sees the old file
 or the new one, never a part of it: the rename is atomic, and the data is on disk before
-it. Workers import this module, so it keeps to the standard library.
+it (unless the caller asks for no fsync: the rename is still atomic for every process
+of this host, and only a crash of the machine can lose the data). Workers import this
+module, so it keeps to the standard library.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def write_atomic(
     *,
     mode: int = 0o644,
     make_parents: bool = True,
+    durable: bool = True,
 ) -> int:
     """Replace ``path`` with what ``write`` writes to the open file it is given, so
     readers see the old or the new file, never a mix; the new file's size in bytes.
@@ -29,7 +32,9 @@ def write_atomic(
     The file has ``mode`` from its first byte (the temporary file is created ``0600`` and
     changed before anything is written), so ``0o600`` keeps a secret private throughout.
     ``make_parents=False`` skips the ``mkdir -p`` when the caller knows the folder exists
-    (a worker's hot path). On any error the temporary file is removed.
+    (a worker's hot path). ``durable=False`` skips the fsync, for a large file that is a
+    cache (a value a later run may reuse): on local disk the fsync of 256 MiB costs more
+    than writing it. On any error the temporary file is removed.
     """
     target = os.fspath(path)
     folder = os.path.dirname(target) or "."
@@ -42,7 +47,8 @@ def write_atomic(
             write(handle)
             size = handle.tell()
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
         try:

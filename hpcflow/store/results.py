@@ -10,7 +10,7 @@ from typing import Any
 from hpcflow.errors import RunError
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.values import load_value
+from hpcflow.store.values import ValueUnreadable, load_value
 
 
 def result_file(run_dir: Path, task_id: str) -> Path:
@@ -63,4 +63,7 @@ def load_result(run_dir: str | Path, task_id: str) -> Any:
     path = result_file(Path(run_dir), task_id)
     if path.suffix == ".json":
         return json.loads(path.read_text(encoding="utf-8"))
-    return load_value(str(path))
+    try:
+        return load_value(str(path))
+    except ValueUnreadable as exc:
+        raise RunError(str(exc), hint=f"hpcflow run WORKFLOW --rerun '{task_id}'") from exc

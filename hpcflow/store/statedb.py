@@ -58,6 +58,15 @@ CREATE TABLE IF NOT EXISTS attempts (
     message TEXT,
     PRIMARY KEY (task_idx, attempt)
 );
+CREATE TABLE IF NOT EXISTS attempt_values (
+    task_idx INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    type TEXT,
+    nbytes INTEGER,
+    received INTEGER NOT NULL,
+    moved INTEGER NOT NULL,
+    PRIMARY KEY (task_idx, attempt)
+);
 """
 
 _SUBMIT_SCHEMA = """
@@ -108,6 +117,22 @@ class AttemptRecord:
     peak_rss: int | None
     host: str | None
     message: str | None
+    #: A python attempt that returned a value some task receives, or received values.
+    values: ValueRow | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRow:
+    """What the values of one attempt weighed (``from:``): the value it returned (type
+    name and bytes, when known), the bytes it received, and how many of those another
+    worker sent it."""
+
+    task_idx: int
+    attempt: int
+    type: str | None
+    nbytes: int | None
+    received: int
+    moved: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,6 +300,12 @@ class StateDB:
         self, records: Sequence[AttemptRecord], task_states: dict[int, str]
     ) -> None:
         """Store finished attempts and each task's new state (in the same commit)."""
+        values = [r.values for r in records if r.values is not None]
+        if values:
+            self._write(
+                "INSERT OR REPLACE INTO attempt_values VALUES (?, ?, ?, ?, ?, ?)",
+                ((v.task_idx, v.attempt, v.type, v.nbytes, v.received, v.moved) for v in values),
+            )
         self._write(
             "INSERT OR REPLACE INTO attempts VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
@@ -381,6 +412,14 @@ class StateDB:
     def attempts(self, task_idx: int) -> list[AttemptRecord]:
         rows = self._rows("SELECT * FROM attempts WHERE task_idx = ? ORDER BY attempt", (task_idx,))
         return [AttemptRecord(*r) for r in rows]
+
+    def value_rows(self) -> list[ValueRow]:
+        """What each attempt's values weighed (empty for a run made before hpcflow kept
+        it: the table is looked up first, as a missing table reads as a torn file)."""
+        known = self._rows("SELECT name FROM sqlite_master WHERE name = 'attempt_values'")
+        if not known:
+            return []
+        return [ValueRow(*r) for r in self._rows("SELECT * FROM attempt_values")]
 
     def all_attempts(self) -> list[AttemptRecord]:
         """Every attempt of the run, in start order (for reports and timelines)."""

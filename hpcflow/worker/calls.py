@@ -53,6 +53,18 @@ class TaskCall:
 
 
 @dataclass(slots=True)
+class ValueStats:
+    """What the values of one python attempt weighed (``from:``): the value it returned
+    (its type and size, when known) and the values it received, with how many of those
+    bytes came from another worker (Dask moved them; 0 for values read from files)."""
+
+    type: str | None
+    nbytes: int | None
+    received: int = 0
+    moved: int = 0
+
+
+@dataclass(slots=True)
 class Outcome:
     """What happened to one attempt."""
 
@@ -67,13 +79,22 @@ class Outcome:
     message: str | None = None
     inputs_sig: dict[str, list[int]] = field(default_factory=dict)
     outputs_sig: dict[str, list[int]] = field(default_factory=dict)
+    values: ValueStats | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        """The outcome ``dataclasses.asdict`` made ``data`` of (a job's outcome file)."""
+        values = data.get("values")
+        return cls(**{**data, "values": None if values is None else ValueStats(**values)})
 
     def record(self, task_idx: int | None = None) -> AttemptRecord:
         """This outcome as the state database stores it."""
-        from hpcflow.store.statedb import AttemptRecord
+        from hpcflow.store.statedb import AttemptRecord, ValueRow
 
+        idx = self.index if task_idx is None else task_idx
+        v = self.values
         return AttemptRecord(
-            self.index if task_idx is None else task_idx,
+            idx,
             self.attempt,
             self.state,
             self.exit_code,
@@ -82,4 +103,7 @@ class Outcome:
             self.peak_rss,
             self.host,
             self.message,
+            None
+            if v is None
+            else ValueRow(idx, self.attempt, v.type, v.nbytes, v.received, v.moved),
         )

@@ -29,7 +29,7 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
-from hpcflow.worker.values import arguments, encode_call
+from hpcflow.worker.values import arguments, encode_call, file_stats
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -149,7 +149,11 @@ def run_call_for_value(
     except OSError as exc:
         return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}"), None
     outcome = conclude_call(call, started, exit_code, peak, message, inputs_sig)
-    return outcome, value if outcome.state == TaskState.SUCCEEDED else None
+    if outcome.state != TaskState.SUCCEEDED:
+        return outcome, None
+    if given is None and (call.received or call.values_in):
+        outcome.values = file_stats(call, value, inline and in_process(call))
+    return outcome, value
 
 
 def _finish(

@@ -7,11 +7,13 @@ standard library only.
 
 from __future__ import annotations
 
+import os
 import pickle
+import sys
 from typing import Any
 
 from hpcflow.store.values import load_value
-from hpcflow.worker.calls import TaskCall, ValuesIn
+from hpcflow.worker.calls import TaskCall, ValuesIn, ValueStats
 
 
 def arguments(values_in: ValuesIn | None) -> dict[str, Any]:
@@ -38,6 +40,42 @@ def assemble(shape: str, pairs: list[tuple[Any, Any]]) -> Any:
     if shape == "list":
         return [value for _, value in pairs]
     return dict(pairs)
+
+
+def type_name(value: Any) -> str:
+    """``value``'s type as the report shows it: ``numpy.ndarray``, ``dict``."""
+    kind = type(value)
+    module = kind.__module__
+    return kind.__qualname__ if module == "builtins" else f"{module}.{kind.__qualname__}"
+
+
+def size_of(value: Any) -> int:
+    """Bytes ``value`` takes in memory, as Dask counts them (arrays: their buffers)."""
+    try:
+        from dask.sizeof import sizeof
+    except ImportError:  # a worker python without Dask
+        nbytes = getattr(value, "nbytes", None)
+        return nbytes if isinstance(nbytes, int) else sys.getsizeof(value)
+    return int(sizeof(value))
+
+
+def file_stats(call: TaskCall, value: Any, ran_here: bool) -> ValueStats:
+    """What the values of ``call`` weighed when they went through files: each value file
+    it read counts once; its own value is measured here, or (a child process made it)
+    is the size of the file it wrote, of a type unknown here."""
+    paths = {path for _, sources in (call.values_in or {}).values() for _, path in sources}
+    received = sum(_file_size(path) for path in paths)
+    if ran_here:
+        return ValueStats(type_name(value), size_of(value), received)
+    made = _file_size(call.value_out) if call.value_out else 0
+    return ValueStats(None, made or None, received)
+
+
+def _file_size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
 
 
 def encode_call(call: TaskCall) -> bytes:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -113,6 +114,16 @@ def total_result(tmp_path: Path) -> dict:
     return json.loads(found[0].read_text())
 
 
+def values_table(html: str) -> list[tuple[str, ...]]:
+    """The rows of the report's table of values: task, type, made, received, moved."""
+    table = html[html.index('<table id="values">') :]
+    table = table[: table.index("</table>")]
+    return [
+        tuple(re.findall(r"<td[^>]*>(.*?)</td>", row))
+        for row in re.findall(r"<tr><td>.*?</tr>", table)
+    ]
+
+
 ENGINES = [
     pytest.param(("--engine", "pool"), id="pool"),
     pytest.param(("--engine", "dask"), id="dask"),
@@ -127,6 +138,13 @@ def test_values_flow_and_resume(tmp_path, hpcflow, engine):
     assert first.returncode == 0, first.output
     assert total_result(tmp_path) == expected()
     assert executions(tmp_path) == ALL
+    page = tmp_path / "report.html"
+    assert hpcflow("report", "-o", str(page), cwd=tmp_path).returncode == 0
+    rows = dict((r[0], r[1:]) for r in values_table(page.read_text()))
+    assert rows["make"] == ("numpy.ndarray", "2.0 MiB", "", "0")  # 4 x 512 KiB made
+    assert rows["square"] == ("numpy.ndarray", "2.0 MiB", "2.0 MiB", "0")
+    assert rows["label"][0] == "str"
+    assert rows["total"][0] == "?" and rows["total"][2] == "4.0 MiB"  # a child process
 
     # The consumer alone runs again: every value it receives comes from the first run.
     again = hpcflow("run", str(wf), "-q", "--rerun", "total", *engine, cwd=tmp_path)

@@ -1,5 +1,6 @@
-"""A value that stays on its Dask worker (worker/made.py): kept with its outcome, and
-refused, naming the task's value size and the worker's limit, when it cannot fit."""
+"""A value that stays on its Dask worker (worker/made.py): kept with its outcome, counted
+at its real size by Dask, measured when another worker fetches it, and refused, naming
+the task's value size and the worker's limit, when it cannot fit."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcflow.store.states import TaskState
-from hpcflow.worker.made import Made, outcome_of, run_made
+from hpcflow.worker.made import outcome_of, run_made
 from tests.conftest import task_call
 
 
@@ -25,7 +26,7 @@ def client():
         f"distributed.worker.memory.{k}": False for k in ("target", "spill", "pause", "terminate")
     }
     with dask.config.set(off), LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, memory_limit="64MiB",
+        n_workers=2, threads_per_worker=1, processes=False, memory_limit="64MiB",
         dashboard_address=None,
     ) as cluster, Client(cluster) as client:  # fmt: skip
         yield client
@@ -46,13 +47,31 @@ def test_a_value_stays_with_its_outcome_and_reaches_its_consumer(tmp_path, clien
     (outcome,) = client.submit(outcome_of, used, pure=False).result(timeout=60)
     assert outcome.state == TaskState.SUCCEEDED, outcome.message
     assert json.loads(Path(consumer.result).read_text()) == 1000.0  # it summed the ones
-    result = made.result(timeout=60)
-    assert isinstance(result, Made) and result.value.shape == (1000,)
+    value, made_outcome = made.result(timeout=60)
+    assert value.shape == (1000,) and made_outcome.values.nbytes == value.nbytes
+    assert made_outcome.values.type == "numpy.ndarray" and outcome.values.received == 8000
+
+
+def test_dask_counts_a_value_at_its_size_and_the_bytes_fetched_from_another_worker(
+    tmp_path, client
+):
+    first, second = sorted(client.scheduler_info()["workers"])
+    made = client.submit(run_made, _ones(tmp_path, 4, 100_000), {}, workers=[first], pure=False)
+    consumer = task_call(tmp_path, 5, "", kind="python", python="numpy:sum", kwargs={})
+    consumer.workdir = os.getcwd()
+    received = {"a": ("value", [(None, made)])}
+    used = client.submit(run_made, consumer, received, workers=[second], pure=False)
+    _, outcome = used.result(timeout=60)
+    assert outcome.state == TaskState.SUCCEEDED, outcome.message
+    # Dask sees the value's 800 kB (placement near the data, spilling, memory limits
+    # depend on it), and the consumer's transfer of it from the other worker is counted.
+    assert client.nbytes(summary=False)[made.key] >= 800_000
+    assert 800_000 <= outcome.values.moved < 801_000, outcome.values
+    assert outcome.values.received == 800_000
 
 
 def test_a_value_beyond_the_worker_memory_limit_fails_its_task(tmp_path, client):
     made = client.submit(run_made, _ones(tmp_path, 3, 20_000_000), {}, pure=False)  # 160 MB
-    result = made.result(timeout=60)
-    assert result.outcome.state == TaskState.FAILED
-    assert result.value is None
-    assert "0.15 GiB" in result.outcome.message and "limit of 0.06 GiB" in result.outcome.message
+    value, outcome = made.result(timeout=60)
+    assert outcome.state == TaskState.FAILED and value is None
+    assert "0.15 GiB" in outcome.message and "limit of 0.06 GiB" in outcome.message

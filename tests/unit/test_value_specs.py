@@ -14,7 +14,7 @@ from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.resume import decide
 from hpcflow.store.memo import MemoEntry
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.values import load_value, save_value
+from hpcflow.store.values import ValueUnreadable, load_value, save_value
 from hpcflow.worker.values import arguments
 from tests.unit.test_dag import graph_of, graph_problem
 from tests.unit.test_spec import Case, Has, P, case, one_task
@@ -322,3 +322,11 @@ def test_value_files_round_trip_arrays_bit_for_bit(tmp_path):
     assert np.array_equal(got["one"], array) and got["many"][0] == {"k": 1}
     assert got["keyed"] == {(1, "x"): {"k": 1}}
     assert got["many"][1] is got["one"]  # each file is read once
+
+
+def test_a_value_file_cut_short_says_which_and_how_to_fix(tmp_path):
+    path = tmp_path / "tasks" / "make" / "value.pickle"
+    save_value(str(path), np.arange(100_000))
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a crash mid-write
+    with pytest.raises(ValueUnreadable, match=f"{path} is cut short"):
+        load_value(str(path))
