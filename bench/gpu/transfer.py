@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 DEADLINE_S = 280
@@ -75,8 +77,11 @@ def receive(buf: Any) -> tuple[int, str]:
     return size, str(device)
 
 
-async def measure(transport: str, library: str, gpus: int, nbytes: int, repeat: int) -> dict:
-    from distributed import Client, Nanny, Scheduler, wait
+@contextlib.asynccontextmanager
+async def two_workers(transport: str, gpus: int) -> AsyncIterator[tuple[Any, str, str]]:
+    """A scheduler and two one-thread workers over ``transport`` (on different GPUs when
+    there are two or more, started in this folder): (client, sender, taker)."""
+    from distributed import Client, Nanny, Scheduler
 
     async with Scheduler(protocol=transport, dashboard_address=":0", port=0) as scheduler:
         nannies = [
@@ -94,32 +99,40 @@ async def measure(transport: str, library: str, gpus: int, nbytes: int, repeat: 
             async with Client(scheduler.address, asynchronous=True) as client:
                 await client.wait_for_workers(2)
                 sender, taker = sorted(client.scheduler_info()["workers"])
-                times = []
-                for _ in range(repeat):
-                    buf = client.submit(make_buffer, library, nbytes, workers=[sender], pure=False)
-                    await wait([buf])
-                    started = time.perf_counter()
-                    size, device = await client.submit(receive, buf, workers=[taker], pure=False)
-                    times.append(time.perf_counter() - started)
-                    if size != nbytes:
-                        raise RuntimeError(f"{size} bytes arrived, {nbytes} were sent")
-                    del buf
-                best = min(times)
-                return {
-                    "transport": transport,
-                    "library": library,
-                    "bytes": nbytes,
-                    "seconds": [round(t, 4) for t in times],
-                    "best_gib_per_s": round(nbytes / best / 2**30, 2),
-                    "received_on": device,
-                    "workers": [sender, taker],
-                }
+                yield client, sender, taker
         finally:
             await asyncio.gather(*(n.close() for n in nannies), return_exceptions=True)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+async def measure(transport: str, library: str, gpus: int, nbytes: int, repeat: int) -> dict:
+    from distributed import wait
+
+    async with two_workers(transport, gpus) as (client, sender, taker):
+        times = []
+        for _ in range(repeat):
+            buf = client.submit(make_buffer, library, nbytes, workers=[sender], pure=False)
+            await wait([buf])
+            started = time.perf_counter()
+            size, device = await client.submit(receive, buf, workers=[taker], pure=False)
+            times.append(time.perf_counter() - started)
+            if size != nbytes:
+                raise RuntimeError(f"{size} bytes arrived, {nbytes} were sent")
+            del buf
+        best = min(times)
+        return {
+            "transport": transport,
+            "library": library,
+            "bytes": nbytes,
+            "seconds": [round(t, 4) for t in times],
+            "best_gib_per_s": round(nbytes / best / 2**30, 2),
+            "received_on": device,
+            "workers": [sender, taker],
+        }
+
+
+def parser_for(doc: str) -> argparse.ArgumentParser:
+    """The options both GPU checks take."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--size-mib", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--transports", default="ucx,tcp")
@@ -127,15 +140,25 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--cpu", action="store_true", help="host buffers (NumPy): check the harness, no GPU"
     )
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGALRM, lambda *_: sys.exit("gpu check: gave up after 280 s"))
-    signal.alarm(DEADLINE_S)
+    return parser
 
+
+def run_check(
+    name: str,
+    args: argparse.Namespace,
+    measure_one: Callable[..., Awaitable[dict]],
+    line: Callable[[dict], str],
+) -> tuple[list[dict], str] | None:
+    """Measure each transport with ``measure_one`` (printing ``line`` of each result);
+    None, with the reason printed, where there is no GPU. The check gives up after
+    DEADLINE_S. Returns the results and the GPU's description."""
+    signal.signal(signal.SIGALRM, lambda *_: sys.exit(f"{name}: gave up after {DEADLINE_S} s"))
+    signal.alarm(DEADLINE_S)
     library, gpus, why = ("numpy", 1, "") if args.cpu else gpu_library()
     if library is None:
-        print(f"gpu check skipped: no usable CUDA GPU ({why})")  # noqa: T201
-        return 0
-    print(f"{gpus} GPU(s) through {library}; buffer {args.size_mib} MiB, {args.repeat} tries")
+        print(f"{name} skipped: no usable CUDA GPU ({why})")  # noqa: T201
+        return None
+    print(f"{gpus} GPU(s) through {library}; {args.size_mib} MiB, {args.repeat} tries")
     os.environ.setdefault("UCX_WARN_UNUSED_ENV_VARS", "n")
     results = []
     for transport in [t.strip() for t in args.transports.split(",") if t.strip()]:
@@ -147,20 +170,34 @@ def main(argv: list[str]) -> int:
                 continue
         try:
             result = asyncio.run(
-                measure(transport, library, gpus, args.size_mib * 2**20, args.repeat)
+                measure_one(transport, library, gpus, args.size_mib * 2**20, args.repeat)
             )
         except Exception as exc:
             print(f"{transport}: failed: {type(exc).__name__}: {exc}")
             continue
         results.append(result)
-        print(
-            f"{transport:>4}: best {result['best_gib_per_s']:.2f} GiB/s "
-            f"(tries {result['seconds']} s; received on {result['received_on']})"
-        )
+        print(f"{transport:>4}: {line(result)}")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=2)
-    return 0 if results else 1
+    described = "host memory (--cpu)" if args.cpu else f"{gpus} GPU(s), {library}"
+    return results, described
+
+
+def main(argv: list[str]) -> int:
+    args = parser_for(__doc__ or "").parse_args(argv)
+    done = run_check(
+        "gpu check",
+        args,
+        measure,
+        lambda r: (
+            f"best {r['best_gib_per_s']:.2f} GiB/s (tries {r['seconds']} s; received "
+            f"on {r['received_on']})"
+        ),
+    )
+    if done is None:
+        return 0
+    return 0 if done[0] else 1
 
 
 if __name__ == "__main__":

@@ -1,9 +1,14 @@
-"""bench/gpu/transfer.py: skips cleanly without a GPU; its harness works (--cpu)."""
+"""bench/gpu/transfer.py and bench/gpu/task_values.py: skip cleanly without a GPU; their
+harnesses work (--cpu: NumPy arrays in host memory, over tcp and, with the UCX
+environment the tests build, ucx)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +16,7 @@ from tests.conftest import REPO
 from tests.integration.slurm.test_transports import _ucx_python
 
 SCRIPT = REPO / "bench" / "gpu" / "transfer.py"
+VALUES = REPO / "bench" / "gpu" / "task_values.py"
 
 
 def _has_gpu() -> bool:
@@ -22,30 +28,45 @@ def _has_gpu() -> bool:
     return gpu_library()[0] is not None
 
 
-def test_skips_cleanly_without_a_gpu():
+@pytest.mark.parametrize("script", [SCRIPT, VALUES], ids=["transfer", "values"])
+def test_skips_cleanly_without_a_gpu(script):
     if _has_gpu():
         pytest.skip("this machine has a CUDA GPU: the skip path cannot be shown here")
-    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("gpu check skipped: no usable CUDA GPU")
+    assert "check skipped: no usable CUDA GPU" in proc.stdout.splitlines()[0]
     assert "Traceback" not in proc.stderr
 
 
-def test_harness_moves_a_buffer_between_two_workers(tmp_path):
+def _cpu_check(script: Path, mib: int, tries: int, *extra: str) -> dict[str, dict]:
+    """Run ``script --cpu`` over tcp (and ucx where the UCX environment is): its results
+    by transport, every transport present."""
     python = _ucx_python()
     transports = "ucx,tcp" if python else "tcp"
-    out = tmp_path / "results.json"
-    proc = subprocess.run(
-        [str(python or sys.executable), str(SCRIPT), "--cpu", "--size-mib", "64",
-         "--repeat", "2", "--transports", transports, "--json", str(out)],
-        capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    import json
-
-    results = {r["transport"]: r for r in json.loads(out.read_text())}
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "results.json"
+        proc = subprocess.run(
+            [str(python or sys.executable), str(script), "--cpu", "--size-mib", str(mib),
+             "--repeat", str(tries), "--transports", transports, "--json", str(out), *extra],
+            capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        results = {r["transport"]: r for r in json.loads(out.read_text())}
     assert set(results) == set(transports.split(","))
-    for result in results.values():
+    return results
+
+
+def test_harness_moves_a_buffer_between_two_workers():
+    for result in _cpu_check(SCRIPT, 64, 2).values():
         assert result["bytes"] == 64 * 2**20
         assert result["best_gib_per_s"] > 0
         assert len(set(result["workers"])) == 2
+
+
+def test_values_harness_hands_a_value_from_task_to_task_between_two_workers(tmp_path):
+    report = tmp_path / "RESULTS.md"
+    for result in _cpu_check(VALUES, 32, 1, "--results", str(report)).values():
+        assert result["bytes"] == 32 * 2**20 and result["received_on"] == "cpu"
+        assert result["best_gib_per_s"] > 0 and result["raw_best_gib_per_s"] > 0
+        assert len(set(result["workers"])) == 2
+    assert "<!-- section:gpu-values -->" in report.read_text()
