@@ -29,8 +29,12 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import kill_on_workers
 from hpcflow.worker.made import outcome_of, run_made
+from hpcflow.worker.value_writes import wait_for_saves
 
 log = logging.getLogger(__name__)
+
+#: How long the end of a run waits for the workers to write the value files they hold.
+VALUE_FILES_SECONDS = 300.0
 
 
 class Observer(Protocol):
@@ -112,6 +116,7 @@ class Driver:
         self.values_in_memory = values_in_memory
         #: Producers' futures of their Made, kept while a consumer may still need them.
         self._made: dict[int, Any] = {}
+        self._made_any = False
         self._consumers_left: dict[int, int] = {}
         self._made_keys: dict[str, str] = {}
         #: A file whose appearance asks the driver to cancel the run (``hpcflow cancel``).
@@ -175,10 +180,26 @@ class Driver:
             self._loop()
         except KeyboardInterrupt:
             self._cancel()
+            self._wait_for_value_files(VALUE_FILES_SECONDS / 10)
             self._progress(force=True)
             return DriverResult(self._totals(), self._failed(), cancelled=True)
+        self._wait_for_value_files(VALUE_FILES_SECONDS)
         self._progress(force=True)
         return DriverResult(self._totals(), self._failed(), drained=bool(self._held))
+
+    def _wait_for_value_files(self, seconds: float) -> None:
+        """Wait for the value files the workers write in the background (``persist``), so
+        the run ends with every value it made on disk; a worker that cannot is named."""
+        if not self._made_any:
+            return
+        try:
+            problems = self.client.run(wait_for_saves, seconds, callback_timeout=seconds + 10)
+        except Exception as exc:  # a lost worker: its values are made again when needed
+            log.warning("could not wait for the workers' value files: %s", exc)
+            return
+        for worker, lines in problems.items():
+            for line in lines:
+                log.warning("value file not written on %s: %s", worker, line)
 
     def backlog_slots(self) -> int:
         """CPU slots' worth of tasks that are ready or submitted and not finished.
@@ -389,6 +410,7 @@ class Driver:
         outcome = self.client.submit(outcome_of, made, key=f"hpcflow-outcome-{suffix}", pure=False)
         self._calls_by_key[outcome.key] = self._calls_by_key[made.key] = [call]
         self._made_keys[outcome.key] = made.key
+        self._made_any = True
         if i in self._consumers_left:
             self._made[i] = made  # replaced by a retry's; dropped once no consumer needs it
         self._inflight += 1

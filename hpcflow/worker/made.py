@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import replace
 from typing import Any
 
 from hpcflow.store.states import TaskState
 from hpcflow.store.values import load_value, save_value
 from hpcflow.worker.calls import Outcome, TaskCall, ValueStats
 from hpcflow.worker.execute import in_process, run_call_for_value
+from hpcflow.worker.value_writes import save_later
 from hpcflow.worker.values import assemble, size_of, type_name
 
 log = logging.getLogger(__name__)
@@ -49,18 +51,21 @@ def run_made(call: TaskCall, received: Received) -> Made:
         name: assemble(shape, [(key, values[id(source)]) for key, source in sources])
         for name, (shape, sources) in received.items()
     }
-    if given and not in_process(call):
+    child = not in_process(call)
+    if given and child:
         # It runs as a child process (a timeout, another folder): hand the values over
         # as files beside its logs.
         call.values_in = _spill(call, given)
         given = {}
+    # Run here, the value's file is written in the background (a child process writes
+    # its own: that is how its value comes back).
+    later, call.value_out = ("", call.value_out) if child else (call.value_out, "")
     outcome, value = run_call_for_value(call, True, given)
     if outcome.state != TaskState.SUCCEEDED:
         return None, outcome
-    child = not in_process(call)
     if child and call.value_out and os.path.exists(call.value_out):
         value = load_value(call.value_out)  # made by a child process
-    known = not child or call.value_out != ""
+    known = not child or call.value_out != ""  # a child's value is known by its file
     outcome.values = ValueStats(
         type_name(value) if known else None,
         size_of(value) if known else None,
@@ -70,7 +75,9 @@ def run_made(call: TaskCall, received: Received) -> Made:
     if call.received:
         too_big = _beyond_memory(outcome.values.nbytes)
         if too_big is not None:
-            outcome.state, outcome.message, value = TaskState.FAILED, too_big, None
+            return None, replace(outcome, state=TaskState.FAILED, message=too_big)
+    if later:
+        save_later(later, value)
     return (value if call.received else None), outcome
 
 

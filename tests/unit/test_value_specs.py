@@ -330,3 +330,19 @@ def test_a_value_file_cut_short_says_which_and_how_to_fix(tmp_path):
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a crash mid-write
     with pytest.raises(ValueUnreadable, match=f"{path} is cut short"):
         load_value(str(path))
+
+
+def test_background_value_files_are_all_written_when_waited_for(tmp_path):
+    from hpcflow.worker.value_writes import save_later, wait_for_saves
+
+    arrays = {tmp_path / f"t{k}" / "value.pickle": np.full(200_000, float(k)) for k in range(5)}
+    for path, array in arrays.items():
+        save_later(str(path), array)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    save_later(str(blocked / "value.pickle"), 1)  # its folder is a file: cannot be written
+    problems = wait_for_saves(60)
+    assert len(problems) == 1 and problems[0].startswith(f"{blocked}/value.pickle: ")
+    for path, array in arrays.items():
+        assert np.array_equal(load_value(str(path)), array)
+    assert wait_for_saves(1) == []  # nothing left pending
