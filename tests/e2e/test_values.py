@@ -36,11 +36,19 @@ def make(i):
     _count(f"make[i={i}]")
     return np.random.default_rng(i).standard_normal((64, 1024))   # 512 KiB
 
+def _pause():
+    try:
+        with open("square_sleep") as f:   # seconds; a test writes it to slow squares down
+            return float(f.read())
+    except OSError:
+        return 0.0
+
 def square(i, x):
     _count(f"square[i={i}]")
-    time.sleep(float(os.environ.get("SQUARE_SLEEP", "0")))
+    pause = _pause()
+    time.sleep(pause)
     y = x * x
-    if os.environ.get("SQUARE_SLEEP"):
+    if pause:
         _count(f"end square[i={i}]")
     return y
 
@@ -97,11 +105,18 @@ def setup(tmp_path: Path) -> Path:
     return write_workflow(tmp_path, WF)
 
 
-def executions(tmp_path: Path) -> Counter[str]:
+def executions_so_far(tmp_path: Path) -> Counter[str]:
+    """What the tasks have written to ``executions.txt`` up to now (left in place)."""
     path = tmp_path / "executions.txt"
     counts = Counter(path.read_text().split("\n")) if path.exists() else Counter()
     counts.pop("", None)
-    path.unlink(missing_ok=True)
+    return counts
+
+
+def executions(tmp_path: Path) -> Counter[str]:
+    """What the tasks have written to ``executions.txt``; the file starts afresh."""
+    counts = executions_so_far(tmp_path)
+    (tmp_path / "executions.txt").unlink(missing_ok=True)
     return counts
 
 
@@ -194,11 +209,12 @@ def _succeeded(run_dir: Path, prefix: str) -> int:
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_killed_run_resumes_with_the_values_it_made(tmp_path, env, hpcflow, engine):
     wf = setup(tmp_path)
+    (tmp_path / "square_sleep").write_text("1.5")
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--threads", "1",
          *engine],
-        cwd=tmp_path, env={**env, "SQUARE_SLEEP": "1.5"}, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True,
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
@@ -218,6 +234,7 @@ def test_a_killed_run_resumes_with_the_values_it_made(tmp_path, env, hpcflow, en
     assert before["total"] == 0 and all(before[f"make[i={i}]"] == 1 for i in range(4)), before
     ended = {k.removeprefix("end ") for k in before if k.startswith("end ")}
     assert ended, before
+    (tmp_path / "square_sleep").unlink()
     resumed = hpcflow("run", str(wf), "-q", *engine, cwd=tmp_path)
     assert resumed.returncode == 0, resumed.output
     after = executions(tmp_path)

@@ -346,3 +346,17 @@ def test_background_value_files_are_all_written_when_waited_for(tmp_path):
     for path, array in arrays.items():
         assert np.array_equal(load_value(str(path)), array)
     assert wait_for_saves(1) == []  # nothing left pending
+
+
+def test_an_outcome_with_value_stats_survives_a_jobs_outcome_file():
+    import dataclasses
+    import json
+
+    from hpcflow.worker.calls import Outcome, ValueStats
+
+    out = Outcome(3, 1, "succeeded", 0, 1.0, 2.0, values=ValueStats("numpy.ndarray", 80, 8, 0))
+    back = Outcome.from_dict(json.loads(json.dumps(dataclasses.asdict(out))))
+    assert back == out
+    assert back.record().values.nbytes == 80 and back.record().values.task_idx == 3
+    plain = Outcome(4, 1, "failed", 1, 1.0, 2.0)
+    assert Outcome.from_dict(dataclasses.asdict(plain)) == plain
