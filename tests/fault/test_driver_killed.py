@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,29 @@ def test_sigkill_of_a_local_driver_loses_no_finished_task(tmp_path, env, hpcflow
     assert f"{ran_again} ran, {N - ran_again} up to date" in rerun.stdout, rerun.stdout
 
 
+def kill_pilot_driver(
+    proc: subprocess.Popen, workdir: Path, cluster: object, ready: Callable[[], bool], what: str
+) -> None:
+    """Once ``ready()``, SIGKILL the driver rank of the pilot run that ``proc`` (``hpcflow
+    run`` in ``workdir``) follows: the allocation ends, the follower says the run failed
+    (no traceback), and the queue drains."""
+    from tests.integration.slurm.conftest import queue_drains
+
+    try:
+        wait_for(ready, 240, what)
+        run_dir = next((workdir / ".hpcflow" / "runs").iterdir())
+        pid = _driver_process(run_dir)
+        assert pid is not None, "the driver rank was not found"
+        os.kill(pid, signal.SIGKILL)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode != 0
+    assert "Traceback" not in err, err
+    assert queue_drains(cluster, timeout=120) == []
+
+
 def _driver_process(run_dir: Path) -> int | None:
     """The pid (on this machine) of the pilot's driver for ``run_dir``, if it is running."""
     import psutil
@@ -108,8 +132,6 @@ def _driver_process(run_dir: Path) -> int | None:
 def test_sigkill_of_a_pilot_driver_loses_no_finished_task(
     tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
 ):
-    from tests.integration.slurm.conftest import queue_drains
-
     marker = f"hpcflow-kill-pilot-{time.time_ns()}"
     counts = tmp_path / "counts"
     counts.mkdir()
@@ -119,20 +141,9 @@ def test_sigkill_of_a_pilot_driver_loses_no_finished_task(
          "--profile", "slurm-test", "--nodes", "2"],
         env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        wait_for(lambda: len(executions(counts)) >= 20, 180, "20 tasks to run")
-        run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
-        pid = _driver_process(run_dir)
-        assert pid is not None, "the driver rank was not found"
-        os.kill(pid, signal.SIGKILL)
-        # The allocation ends once its driver is gone; the follower says the run failed.
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode != 0
-    assert "Traceback" not in err, err
-    assert queue_drains(slurm_cluster, timeout=120) == []
+    kill_pilot_driver(
+        proc, tmp_path, slurm_cluster, lambda: len(executions(counts)) >= 20, "20 tasks to run"
+    )
     before = executions(counts)
     assert 20 <= len(before) < N, "the kill came too late to test anything"
     rerun = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")

@@ -6,8 +6,6 @@ the values its workers had made, counted by executions."""
 
 from __future__ import annotations
 
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -58,8 +56,7 @@ def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
 def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
 ):
-    from tests.fault.test_driver_killed import _driver_process, wait_for
-    from tests.integration.slurm.conftest import queue_drains
+    from tests.fault.test_driver_killed import kill_pilot_driver
 
     wf = setup(tmp_path)
     (tmp_path / "square_sleep").write_text("2")
@@ -68,22 +65,13 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
          "--profile", "slurm-test", "--nodes", "2"],
         env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        wait_for(
-            lambda: any(k.startswith("end ") for k in executions_so_far(tmp_path)),
-            240,
-            "a square to end",
-        )
-        run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
-        pid = _driver_process(run_dir)
-        assert pid is not None, "the driver rank was not found"
-        os.kill(pid, signal.SIGKILL)
-        _, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode != 0 and "Traceback" not in err, err
-    assert queue_drains(slurm_cluster, timeout=120) == []
+    kill_pilot_driver(
+        proc,
+        tmp_path,
+        slurm_cluster,
+        lambda: any(k.startswith("end ") for k in executions_so_far(tmp_path)),
+        "a square to end",
+    )
     before = executions(tmp_path)
     squares = {f"square[i={i}]" for i in range(4)}
     ended = {k.removeprefix("end ") for k in before if k.startswith("end ")}
