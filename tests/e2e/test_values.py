@@ -46,7 +46,7 @@ def _pause():
 def square(i, x):
     _count(f"square[i={i}]")
     pause = _pause()
-    time.sleep(pause)
+    time.sleep(pause * (i + 1))   # one after the other: a kill finds some not ended
     y = x * x
     if pause:
         _count(f"end square[i={i}]")
