@@ -23,6 +23,7 @@ def command(run: str, task: str, output: Path | None) -> None:
     """Print the return value of python TASK (its id, e.g. make[i=3]) in RUN."""
     from hpcflow.cli._common import find_run
     from hpcflow.store.results import load_result, result_file
+    from hpcflow.worker.values import type_name
 
     paths = find_run(run)
     source = result_file(paths.run_dir, task)
@@ -35,8 +36,5 @@ def command(run: str, task: str, output: Path | None) -> None:
     try:
         click.echo(json.dumps(value, indent=2))
     except (TypeError, ValueError):
-        click.echo(
-            f"{type(value).__module__}.{type(value).__qualname__} "
-            f"({source.stat().st_size} bytes pickled)"
-        )
+        click.echo(f"{type_name(value)} ({source.stat().st_size} bytes pickled)")
         click.echo(repr(value)[:2000])
