@@ -11,6 +11,11 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv pytho
 command -v gcc >/dev/null || need_apt+=(gcc)
 # A real headless browser renders `hpcflow report` pages in the tests.
 command -v chromium >/dev/null || need_apt+=(chromium)
+# Tasks' software environments: a real container runtime, Lmod, and busybox to build the
+# test images from.
+command -v ch-run >/dev/null || need_apt+=(charliecloud-runtime)
+[ -r /usr/share/lmod/lmod/init/bash ] || need_apt+=(lmod)
+dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 if [ "${#need_apt[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null

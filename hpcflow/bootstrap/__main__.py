@@ -393,13 +393,14 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     from hpcflow.engine.drive import drive
     from hpcflow.engine.lifecycle import log_to
     from hpcflow.engine.prepare import open_run
+    from hpcflow.envs.site import SiteEnvironment
 
     paths = RunPaths(run_dir)
     handler = log_to(paths.driver_log)
     client = None
     db = None
     try:
-        prepared, db, run_id = open_run(run_dir)
+        prepared, db, run_id = open_run(run_dir, SiteEnvironment.from_dict(config.software))
         prepared.factory.mpi_launcher = config.launcher
         prepared.factory.mpi = config.mpi
         client = Client(

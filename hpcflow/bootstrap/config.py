@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from hpcflow.store.atomic import write_json_atomic
 
@@ -36,6 +37,8 @@ class PilotConfig:
     #: True when a client outside the allocation (the Snakemake plugin) drives the run:
     #: rank 1 then only waits for the scheduler to shut down.
     external_client: bool = False
+    #: How tasks' containers and modules run on this site (SiteEnvironment.to_dict).
+    software: dict[str, Any] = field(default_factory=dict)
 
     @property
     def slots(self) -> int:

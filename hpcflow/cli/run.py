@@ -90,6 +90,7 @@ def command(
 
     from hpcflow.cli import console as ui
     from hpcflow.engine.prepare import RunOptions, prepare
+    from hpcflow.envs.site import SiteEnvironment
     from hpcflow.modes.follow import Follow
     from hpcflow.modes.local import run_local
     from hpcflow.modes.registry import mode_of, runner_for
@@ -122,6 +123,9 @@ def command(
         workers=workers,
         threads=threads,
         engine=engine,
+        site=SiteEnvironment.from_profile(
+            resolved, commands_here=layout is not None or mode_of(resolved) == "local"
+        ),
     )
     prepared = prepare(workflow, options, take_lock=not dry_run)
     if dry_run:

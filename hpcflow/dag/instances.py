@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hpcflow.spec.loader import LoadedWorkflow
-from hpcflow.spec.models import Resources, RetryPolicy, TaskSpec
+from hpcflow.spec.models import Defaults, Resources, RetryPolicy, SoftwareKeys, TaskSpec
 from hpcflow.spec.placeholders import Template, value_text
 
 ParamValue = str | int | float | bool | list[str | int | float | bool]
@@ -60,6 +60,23 @@ class TaskTemplate:
     workdir: Template
     inputs: tuple[Template, ...]
     outputs: tuple[Template, ...]
+    #: The task's software environment (container, modules, venv, conda) with the
+    #: defaults' keys it does not set; None when it has none.
+    software: SoftwareKeys | None = None
+    #: The workflow file's folder (relative image and environment paths start there).
+    base_dir: str = ""
+
+
+def software_of(spec: TaskSpec, defaults: Defaults) -> SoftwareKeys | None:
+    """``spec``'s software keys over those of ``defaults`` (None when neither sets any)."""
+    keys = SoftwareKeys.model_fields
+    merged = {
+        name: getattr(spec, name) if name in spec.model_fields_set else getattr(defaults, name)
+        for name in keys
+    }
+    if all(value is None for value in merged.values()):
+        return None
+    return SoftwareKeys.model_validate(merged)
 
 
 def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
@@ -87,6 +104,8 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
                 workdir=workdir,
                 inputs=tuple(Template.parse(p) for p in spec.inputs),
                 outputs=tuple(Template.parse(p) for p in spec.outputs),
+                software=software_of(spec, defaults),
+                base_dir=base_dir,
             )
         )
     return out

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskInstance
+from hpcflow.envs.environments import Environments, TaskEnvironment
+from hpcflow.envs.worker_code import ensure_worker_code
 from hpcflow.launchers import task_prefix
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
@@ -39,6 +41,8 @@ class CallFactory:
     #: Producers (``from:``) that this run does not run: the run that holds each value.
     value_runs: dict[int, RunPaths] = field(default_factory=dict)
     _received: set[int] | None = None
+    #: The tasks' software environments (containers, modules, venvs) on this site.
+    environments: Environments = field(default_factory=Environments)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -80,6 +84,15 @@ class CallFactory:
             }
         return {k: t.render(inst.params, value_text) for k, t in parsed.items()}
 
+    def environment(self, inst: TaskInstance) -> TaskEnvironment | None:
+        """The software environment ``inst`` runs in (None: the worker's own)."""
+        template = self.graph.template(inst)
+        if template.software is None:
+            return None
+        return self.environments.of(
+            inst.spec_index, template.software, template.base_dir, template.resources.gpus > 0
+        )
+
     def fingerprint(self, inst: TaskInstance) -> str:
         """A hash of everything that defines what the task does (not of its input data).
 
@@ -103,6 +116,9 @@ class CallFactory:
             inst.workdir,
             list(inst.outputs),
         ]
+        software = self.environment(inst)
+        if software is not None:  # as with values: other fingerprints stay as they were
+            payload.append(["software", *software.identity])
         if inst.values:  # only then: the fingerprints of every other task stay as they were
             payload.append(
                 {
@@ -166,14 +182,27 @@ class CallFactory:
         fingerprint = self._fingerprints[inst.index] = self._fingerprint(inst, action, env)
         resources = template.resources
         received = kind == "python" and inst.index in self.received()
+        prefix: list[str] = []
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
             prefix = task_prefix(
                 self.mpi_launcher or "", resources.ranks, resources.nodes, mpi=self.mpi
             )
-            if prefix:
-                argv = [*prefix, *(argv or [] if kind == "argv" else ["bash", "-c", command or ""])]
-                kind, command = "argv", None
+        software = self.environment(inst)
+        outer: list[str] = []
+        inner: list[str] = []
+        python_exe = ""
+        if software is not None:
+            outer = software.outer()
+            run_dir = str(self.paths.run_dir)
+            inner = software.inner(inst.workdir, [f"{run_dir}:{run_dir}"], list(env))
+            if kind == "python":
+                python_exe = software.python
+                env["PYTHONPATH"] = ensure_worker_code(self.paths.worker_code)
+        if prefix or (kind != "python" and (outer or inner)):
+            program = argv or [] if kind == "argv" else ["bash", "-c", command or ""]
+            argv = [*outer, *prefix, *inner, *program]
+            kind, command = "argv", None
         return TaskCall(
             index=inst.index,
             attempt=attempt,
@@ -197,6 +226,8 @@ class CallFactory:
             values_in=self.values_in(inst) if kind == "python" else None,
             received=received,
             value_out=self.paths.value(slug) if received else "",
+            wrap=[*outer, *inner] if kind == "python" and (outer or inner) else None,
+            python_exe=python_exe,
         )
 
 

@@ -9,12 +9,14 @@ import os
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcflow.dag.graph import TaskGraph, build_graph
 from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.resume import ResumeDecision, decide
+from hpcflow.envs.environments import Environments
+from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import RunError
 from hpcflow.spec.loader import load_workflow, parse_workflow
 from hpcflow.store import statedb as st
@@ -36,6 +38,8 @@ class RunOptions:
     threads: int | None = None
     #: Local runs: ``pool`` (no Dask), ``dask`` (the embedded cluster) or ``auto``.
     engine: str = "auto"
+    #: How the site runs tasks' containers and modules (the profile's settings).
+    site: SiteEnvironment = field(default_factory=SiteEnvironment)
 
 
 @dataclass
@@ -66,7 +70,8 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         memo = Memo(root.memo_db, key)
         # Successes of earlier runs that were killed before they committed them.
         memo.fold_journals(root.journal_dir(key))
-        factory = CallFactory(graph)
+        factory = CallFactory(graph, environments=Environments(options.site))
+        check_environments(factory)
         entries = memo.load()
 
         def value_kept(producer: int, entry: MemoEntry) -> bool:
@@ -86,6 +91,17 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         lock.release()
         raise
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
+
+
+def check_environments(factory: CallFactory) -> None:
+    """The preflight of the tasks' software environments (images, runtimes, venvs): one
+    error naming every task whose environment cannot work, before anything runs."""
+    uses = [
+        (t.spec.name, key, t.software, t.base_dir, t.resources.gpus > 0)
+        for key, t in enumerate(factory.graph.templates)
+        if t.software is not None
+    ]
+    factory.environments.preflight(uses)
 
 
 def _value_run(root: StateRoot, entry: MemoEntry, factory: CallFactory, producer: int) -> str:
@@ -137,7 +153,9 @@ def load_run_graph(paths: RunPaths) -> tuple[TaskGraph, dict[str, object]]:
     return build_graph(loaded, check_files=False), info
 
 
-def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
+def open_run(
+    run_dir: Path, site: SiteEnvironment | None = None
+) -> tuple[PreparedRun, st.StateDB, str]:
     """Reopen an existing run (inside its allocation, or for a continuation): the workflow as
     submitted, the graph, and a decision that runs every task not yet succeeded."""
     paths = RunPaths(run_dir)
@@ -152,7 +170,7 @@ def open_run(run_dir: Path) -> tuple[PreparedRun, st.StateDB, str]:
     root = StateRoot.beside(original)
     key = workflow_key(original)
     memo = Memo(root.memo_db, key)
-    factory = CallFactory(graph, paths)
+    factory = CallFactory(graph, paths, environments=Environments(site or SiteEnvironment()))
     factory.journal = root.journal_prefix(key, run_id)
     recovered = _journaled_successes(graph, factory, rows, root.journal_dir(key), run_id)
     if recovered:

@@ -36,6 +36,7 @@ from hpcflow.dag.instances import TaskTemplate
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions
+from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import RunError, SubmitError
 from hpcflow.modes.follow import QUIETLY, Follow
 from hpcflow.modes.jobs_plan import (
@@ -284,6 +285,9 @@ class JobsFollower:
                 "attempts": job.first_attempts,
                 "mpi_launcher": self.profile.launcher,
                 "mpi": self.profile.mpi,
+                "software": SiteEnvironment.from_profile(
+                    self.profile, commands_here=False
+                ).to_dict(),
             },
         )
         request = self._request(unit, depends)

@@ -31,6 +31,8 @@ from hpcflow.backends.arrays import element_index, element_label, element_native
 from hpcflow.dag.instances import TaskInstance
 from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.prepare import load_run_graph
+from hpcflow.envs.environments import Environments
+from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import RunError
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
@@ -102,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             hint="the run directory was changed after submission; start a new run",
         )
     factory = CallFactory(
-        graph, paths, mpi_launcher=manifest.get("mpi_launcher"), mpi=manifest.get("mpi", "pmix")
+        graph,
+        paths,
+        mpi_launcher=manifest.get("mpi_launcher"),
+        mpi=manifest.get("mpi", "pmix"),
+        environments=Environments(SiteEnvironment.from_dict(manifest.get("software"))),
     )
     outcomes = run_attempts(factory, inst, int(manifest["attempts"][element]))
     write_json_atomic(

@@ -25,6 +25,7 @@ from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunLife, RunSummary, summarize
 from hpcflow.engine.prepare import PreparedRun, RunOptions
+from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
 from hpcflow.launchers import bootstrap_argv, head_argv, worker_launch_argv
 from hpcflow.modes.follow import QUIETLY, Follow
@@ -138,6 +139,7 @@ def plan_pilot(
         lifetime=profile.worker_lifetime,
         lifetime_stagger=profile.worker_lifetime_stagger,
         nanny=profile.worker_nanny,
+        software=SiteEnvironment.from_profile(profile, commands_here=False).to_dict(),
     )
     return PilotPlan(request, config)
 

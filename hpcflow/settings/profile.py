@@ -231,6 +231,32 @@ class Profile(BaseModel):
         None, description="Python interpreter on the compute nodes (default: this one)"
     )
 
+    # -- software environments of tasks (container:, modules:) ---------------------------------
+    container_runtime: Literal["apptainer", "singularity", "charliecloud", "podman"] = Field(
+        "apptainer", description="the container runtime of tasks whose container names none"
+    )
+    container_commands: dict[SingleLine, SingleLine] = Field(
+        default_factory=dict,
+        description="the command of a runtime where it differs from its name, e.g. "
+        "{apptainer: /opt/apptainer/bin/apptainer}",
+    )
+    container_binds: list[SingleLine] = Field(
+        default_factory=list,
+        description="host paths every container mounts, 'SRC' or 'SRC:DST' (e.g. /scratch)",
+    )
+    container_options: list[SingleLine] = Field(
+        default_factory=list,
+        description="extra arguments of every container run, one per item",
+    )
+    container_cache: str | None = Field(
+        None, description="where Apptainer keeps the images it pulls (docker://, oras://)"
+    )
+    modules_init: str | None = Field(
+        None,
+        description="the shell file that defines `module` for tasks' modules: (default: "
+        "Lmod's or Environment Modules' init file, wherever found)",
+    )
+
     # -- elastic mode -----------------------------------------------------------------------
     min_workers: NonNegativeInt = Field(
         0, description="elastic mode: worker jobs kept even when there is nothing to run"

@@ -112,7 +112,112 @@ Retries = Annotated[
 ]
 
 
-class Defaults(_Model):
+Runtime = Literal["apptainer", "singularity", "charliecloud", "podman"]
+
+
+class ContainerSpec(_Model):
+    """The container image a task runs in, and how."""
+
+    image: str = Field(
+        min_length=1,
+        description="a .sif file, an image folder, a squashfs file (Charliecloud), a "
+        "docker:// or oras:// reference (Apptainer), or an image name (Podman)",
+    )
+    runtime: Runtime | None = Field(
+        None,
+        description="apptainer, singularity, charliecloud or podman (default: the "
+        "profile's container_runtime; .sqfs images: charliecloud)",
+    )
+    binds: list[str] = Field(
+        default_factory=list,
+        description="more host paths to mount, 'SRC' or 'SRC:DST' (the workflow folder and "
+        "the run directory are always mounted at their own paths)",
+    )
+    options: list[str] = Field(
+        default_factory=list, description="extra runtime arguments, one per item"
+    )
+    python: str = Field(
+        "python3", min_length=1, description="python tasks: the image's Python interpreter"
+    )
+
+
+def _container_from_image(value: Any) -> Any:
+    return {"image": value} if isinstance(value, str) else value
+
+
+Container = Annotated[
+    ContainerSpec,
+    BeforeValidator(_container_from_image),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "description": "the image"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "image": {"type": "string"},
+                        "runtime": {"enum": ["apptainer", "singularity", "charliecloud", "podman"]},
+                        "binds": {"type": "array", "items": {"type": "string"}},
+                        "options": {"type": "array", "items": {"type": "string"}},
+                        "python": {"type": "string"},
+                    },
+                    "required": ["image"],
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
+class ModulesSpec(_Model):
+    """Environment modules (Lmod or Environment Modules) loaded before a task runs."""
+
+    load: list[str] = Field(default_factory=list, description="modules, loaded in this order")
+    purge: bool = Field(False, description="run `module purge` first")
+
+
+def _modules_from_list(value: Any) -> Any:
+    return {"load": value} if isinstance(value, list) else value
+
+
+Modules = Annotated[
+    ModulesSpec,
+    BeforeValidator(_modules_from_list),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": {"type": "string"}},
+                {
+                    "type": "object",
+                    "properties": {
+                        "load": {"type": "array", "items": {"type": "string"}},
+                        "purge": {"type": "boolean"},
+                    },
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
+class SoftwareKeys(_Model):
+    """The software environment keys a task and ``defaults`` share."""
+
+    container: Container | None = Field(None, description="the container image the task runs in")
+    modules: Modules | None = Field(
+        None, description="environment modules to load: a list, or {load: [...], purge: true}"
+    )
+    venv: str | None = Field(
+        None, min_length=1, description="a Python virtual environment (folder) to activate"
+    )
+    conda: str | None = Field(
+        None, min_length=1, description="a conda environment's prefix (folder) to activate"
+    )
+
+
+class Defaults(SoftwareKeys):
     """Values every task inherits unless it sets its own."""
 
     resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
@@ -162,7 +267,7 @@ ValueSource = Annotated[
 ]
 
 
-class TaskSpec(_Model):
+class TaskSpec(SoftwareKeys):
     """One entry of ``tasks:``; a ``foreach`` sweep turns it into many task instances."""
 
     name: str = Field(min_length=1, description="unique name; sweep instances get name[k=v,...]")
@@ -232,5 +337,5 @@ class Workflow(_Model):
     workdir: str | None = Field(
         None, description="directory tasks run in, relative to this file (default: its folder)"
     )
-    defaults: Defaults = Field(default_factory=Defaults)
+    defaults: Defaults = Field(default_factory=lambda: Defaults.model_validate({}))
     tasks: list[TaskSpec] = Field(min_length=1)

@@ -124,6 +124,12 @@ class RunPaths:
         return self.run_dir / "quarantine"
 
     @property
+    def worker_code(self) -> Path:
+        """hpcflow's own worker code, zipped, for python tasks that start inside another
+        environment (a container, a venv): their interpreter imports it from here."""
+        return self.run_dir / "hpcflow-worker.zip"
+
+    @property
     def pilot_config(self) -> Path:
         """Pilot mode: the worker layout and transport every rank of an allocation reads."""
         return self.run_dir / "pilot.json"

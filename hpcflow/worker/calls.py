@@ -50,6 +50,11 @@ class TaskCall:
     values_in: ValuesIn | None = None
     received: bool = False
     value_out: str = ""
+    #: Python calls in a software environment (container, modules, venv): the argv that
+    #: starts the call's process there, and the interpreter it runs (shell and argv
+    #: tasks carry the same argv at the front of their own).
+    wrap: list[str] | None = None
+    python_exe: str = ""
 
 
 @dataclass(slots=True)

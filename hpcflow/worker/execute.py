@@ -19,12 +19,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TextIO
 
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
-from hpcflow.store.values import save_value
+from hpcflow.store.values import load_value, save_value
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
@@ -122,7 +122,12 @@ def in_process(call: TaskCall) -> bool:
     """Whether a python call can run in this process: in-process is fast, but it needs
     the task's directory to be the process's own, and no timeout (a thread cannot be
     killed). Otherwise it runs as a child process."""
-    return call.kind == "python" and call.timeout is None and os.getcwd() == call.workdir
+    return (
+        call.kind == "python"
+        and call.timeout is None
+        and not call.wrap
+        and os.getcwd() == call.workdir
+    )
 
 
 def run_call(call: TaskCall, inline: bool = True) -> Outcome:
@@ -131,11 +136,18 @@ def run_call(call: TaskCall, inline: bool = True) -> Outcome:
 
 
 def run_call_for_value(
-    call: TaskCall, inline: bool = True, given: dict[str, Any] | None = None
+    call: TaskCall,
+    inline: bool = True,
+    given: dict[str, Any] | None = None,
+    accept: Callable[[Any], str | None] | None = None,
 ) -> tuple[Outcome, Any]:
     """:func:`run_call`, and the return value of a python call that ran in this process
     (None otherwise). ``given``: the upstream values the call receives, already here (a
-    Dask worker has them); without it they are read from the files ``call`` names."""
+    Dask worker has them); without it they are read from the files ``call`` names.
+
+    ``accept``: asked about the value before the attempt counts as a success (and goes
+    into the journal); a reason it returns fails the attempt. With it, a value a child
+    process wrote to ``call.value_out`` is loaded and returned too."""
     started = time.time()
     value = None
     try:
@@ -146,6 +158,12 @@ def run_call_for_value(
             exit_code, peak, message, value = _run_python_inline(call, given)
         else:
             exit_code, peak, message = _run_process(call)
+            if accept is not None and exit_code == 0 and call.value_out:
+                value = load_value(call.value_out) if os.path.exists(call.value_out) else None
+        if accept is not None and exit_code == 0:
+            refused = accept(value)
+            if refused is not None:
+                exit_code, message, value = 1, refused, None
     except OSError as exc:
         return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}"), None
     outcome = conclude_call(call, started, exit_code, peak, message, inputs_sig)
@@ -207,11 +225,13 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     elif call.kind == "argv":
         argv = list(call.argv or [])
     else:
-        argv = [
-            sys.executable,
-            "-m",
-            "hpcflow.worker.pycall",
-        ]
+        # In a software environment (a container, a venv) its own interpreter, which
+        # imports hpcflow's worker code from the zip that PYTHONPATH names.
+        argv = [sys.executable, "-m", "hpcflow.worker.pycall"]
+        if call.wrap:
+            # Every runtime says "not found" its own way: the check makes it 127 with one
+            # clear line in the task's log.
+            argv = [*call.wrap, "/bin/sh", "-c", _FIND_PYTHON, call.python_exe or "python3"]
     env = None
     if call.env:
         env = dict(os.environ)
@@ -263,7 +283,27 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         return (code if code != 0 else -signal.SIGTERM), peak, f"timed out after {call.timeout:g}s"
     if code < 0:
         return code, peak, f"killed by signal {signal.Signals(-code).name}"
+    if code == 127 and call.kind == "python" and call.wrap:
+        return (
+            code,
+            peak,
+            (
+                f"exited with 127: no usable {call.python_exe or 'python'} in the task's "
+                "environment (see its .err log; a container names its interpreter with "
+                "'python:')"
+            ),
+        )
     return code, peak, (f"exited with {code}" if code else None)
+
+
+#: Runs ``$0 -m hpcflow.worker.pycall`` inside a task's environment, or exits 127 saying
+#: that there is no such interpreter there.
+_FIND_PYTHON = (
+    'command -v "$0" >/dev/null 2>&1 || '
+    '{ echo "hpcflow: no $0 in this environment (a container names its interpreter with '
+    "'python:')\" >&2; exit 127; }; "
+    'exec "$0" -m hpcflow.worker.pycall'
+)
 
 
 def _send_call(stdin: IO[bytes], call: TaskCall) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import replace
 from typing import Any
 
 from hpcflow.store.states import TaskState
@@ -60,11 +59,14 @@ def run_made(call: TaskCall, received: Received) -> Made:
     # Run here, the value's file is written in the background (a child process writes
     # its own: that is how its value comes back).
     later, call.value_out = ("", call.value_out) if child else (call.value_out, "")
-    outcome, value = run_call_for_value(call, True, given)
+    # A value too big to stay here fails the attempt before it is journalled as a success
+    # (a resumed run would take it as done and find no value). A child's value is loaded
+    # from the file it wrote.
+    outcome, value = run_call_for_value(
+        call, True, given, lambda made: _beyond_memory(size_of(made)) if call.received else None
+    )
     if outcome.state != TaskState.SUCCEEDED:
         return None, outcome
-    if child and call.value_out and os.path.exists(call.value_out):
-        value = load_value(call.value_out)  # made by a child process
     known = not child or call.value_out != ""  # a child's value is known by its file
     outcome.values = ValueStats(
         type_name(value) if known else None,
@@ -72,10 +74,6 @@ def run_made(call: TaskCall, received: Received) -> Made:
         sum(size_of(v) for v in values.values()),
         _moved(),
     )
-    if call.received:
-        too_big = _beyond_memory(outcome.values.nbytes)
-        if too_big is not None:
-            return None, replace(outcome, state=TaskState.FAILED, message=too_big)
     if later:
         save_later(later, value)
     return (value if call.received else None), outcome

@@ -65,7 +65,7 @@ def _worker_start(workdir: str) -> None:
 def in_worker(call: TaskCall) -> bool:
     """Whether a call runs in a Python worker: a Python call without a timeout (a call
     with one runs as a child process, which the timeout can kill)."""
-    return call.kind == "python" and call.timeout is None
+    return call.kind == "python" and call.timeout is None and not call.wrap
 
 
 class PythonWorkers:

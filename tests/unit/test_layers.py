@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hpcflow._version", "hpcflow.errors"),
     ("hpcflow.store", "hpcflow.spec"),
     ("hpcflow.settings", "hpcflow.dag"),
-    ("hpcflow.transport", "hpcflow.launchers"),
+    ("hpcflow.transport", "hpcflow.launchers", "hpcflow.envs"),
     ("hpcflow.backends", "hpcflow.report"),
     ("hpcflow.worker",),
     ("hpcflow.engine",),

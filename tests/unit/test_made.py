@@ -70,8 +70,17 @@ def test_dask_counts_a_value_at_its_size_and_the_bytes_fetched_from_another_work
     assert outcome.values.received == 800_000
 
 
-def test_a_value_beyond_the_worker_memory_limit_fails_its_task(tmp_path, client):
-    made = client.submit(run_made, _ones(tmp_path, 3, 20_000_000), {}, pure=False)  # 160 MB
+@pytest.mark.parametrize("child", [False, True], ids=["in-process", "child-process"])
+def test_a_value_beyond_the_worker_memory_limit_fails_its_task(tmp_path, client, child):
+    call = _ones(tmp_path, 3, 20_000_000)  # 160 MB
+    call.journal = str(tmp_path / "journal" / "run")
+    call.task_id, call.fingerprint = "ones", "f"
+    if child:  # a timeout makes it a child process, which writes its value to a file
+        call.timeout = 600.0
+        call.value_out = str(tmp_path / "value.pickle")
+    made = client.submit(run_made, call, {}, pure=False)
     value, outcome = made.result(timeout=60)
     assert outcome.state == TaskState.FAILED and value is None
     assert "0.15 GiB" in outcome.message and "limit of 0.06 GiB" in outcome.message
+    # Never journalled as a success: a resumed run must not take it as done.
+    assert not (tmp_path / "journal").exists()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import write_workflow
+from tests.conftest import run_cli, write_workflow
 from tests.integration.slurm.conftest import queue_drains
 from tests.slurm_cluster import slurm_required
 
@@ -238,6 +238,18 @@ def test_required_encryption_refuses_plaintext_before_submitting(
     assert queue_drains(slurm_cluster) == []
 
 
+def _run_logs(workdir: Path) -> str:
+    """The tails of a run's driver log, allocation logs and task logs, to explain a
+    failure."""
+    found = []
+    for run_dir in sorted((workdir / ".hpcflow" / "runs").glob("*")):
+        for pattern in ("driver.log", "allocations/*", "tasks/*/*.err"):
+            for path in sorted(run_dir.glob(pattern)):
+                if path.is_file():
+                    found.append(f"--- {path.relative_to(workdir)}\n{path.read_text()[-3000:]}")
+    return "\n".join(found)
+
+
 def _ucx_python() -> Path | None:
     named = os.environ.get("HPCFLOW_UCX_PYTHON")
     candidate = Path(named) if named else REPO / ".venv-ucx" / "bin" / "python"
@@ -265,13 +277,17 @@ def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster):
     profile_file = tmp_path / "slurm-ucx.yaml"
     profile_file.write_text(yaml.safe_dump(profile))
     wf = _values_workflow(tmp_path)
-    result = _hpcflow(
-        slurm_env, "run", str(wf), "--profile", str(profile_file), "-q", "--nodes", "2",
-        cwd=wf.parent, timeout=240,
-    )  # fmt: skip
+    try:
+        result = run_cli(
+            ("run", str(wf), "--profile", str(profile_file), "-q", "--nodes", "2"),
+            slurm_env, wf.parent, timeout=300,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        # Say where it stood (a hang once seen in CI left nothing to go on).
+        subprocess.run(["scancel", "--user", "root"], env=slurm_env, check=False)
+        raise AssertionError("the ucx run hung:\n" + _run_logs(wf.parent)) from None
     run_dir = _only_run_dir(wf.parent)
-    logs = "\n".join(p.read_text()[-3000:] for p in sorted(run_dir.glob("allocations/*.err")))
-    assert result.returncode == 0, result.stdout + result.stderr + logs
+    assert result.returncode == 0, result.output + _run_logs(wf.parent)
     assert "not encrypted" in result.stderr
     address = json.loads((run_dir / "scheduler.json").read_text())["address"]
     assert address.startswith(("ucx://", "ucxx://")), address

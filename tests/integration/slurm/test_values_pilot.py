@@ -1,17 +1,27 @@
 """Values between python tasks (``from:``) in a pilot allocation over several nodes of the
 test cluster: each node writes and reads the values through its own client of the shared
 GlusterFS volume. Then a re-run of the consumer alone, on a fresh allocation, hands it the
-values of the first run."""
+values of the first run; and a pilot whose driver is killed in the middle resumes with
+the values its workers had made, counted by executions."""
 
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_values import ALL, executions, expected, setup, total_result
+from tests.e2e.test_values import (
+    ALL,
+    executions,
+    executions_so_far,
+    expected,
+    setup,
+    total_result,
+)
 
 pytestmark = pytest.mark.slurm
 
@@ -40,4 +50,43 @@ def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
     assert again.returncode == 0, again.output
     assert "1 ran, 9 up to date" in again.stdout, again.output
     assert executions(tmp_path) == Counter(["total"])
+    assert total_result(tmp_path) == expected()
+
+
+def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
+    tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
+):
+    from tests.fault.test_driver_killed import kill_pilot_driver
+
+    wf = setup(tmp_path)
+    (tmp_path / "square_sleep").write_text("2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
+         "--profile", "slurm-test", "--nodes", "2"],
+        env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    kill_pilot_driver(
+        proc,
+        tmp_path,
+        slurm_cluster,
+        lambda: any(k.startswith("end ") for k in executions_so_far(tmp_path)),
+        "a square to end",
+    )
+    before = executions(tmp_path)
+    squares = {f"square[i={i}]" for i in range(4)}
+    ended = {k.removeprefix("end ") for k in before if k.startswith("end ")}
+    assert before["total"] == 0 and all(before[f"make[i={i}]"] == 1 for i in range(4)), before
+    assert ended and ended < squares, ("the kill came too late to test anything", before)
+    (tmp_path / "square_sleep").unlink()
+
+    resumed = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")
+    assert resumed.returncode == 0, resumed.output
+    after = executions(tmp_path)
+    # The makes and the label had finished long before: their values come from the killed
+    # run's folder. Every square that had not ended runs once more; one that had ended may
+    # run again only if the kill came between its end and its report (one per slot).
+    assert after["total"] == 1 and not any(after[f"make[i={i}]"] for i in range(4)), after
+    assert after["label"] == 0, after
+    assert all(after[s] == 1 for s in squares - ended), (after, ended)
+    assert sum(after[s] for s in ended) <= 4 and max(after.values()) == 1, (after, ended)
     assert total_result(tmp_path) == expected()

@@ -1,0 +1,67 @@
+"""Container images for the software-environment tests, built from local files (no
+registry is reachable here): a root file system of busybox (every applet a link, bash
+too), a marker only the image has, and the folders the tests mount onto (Charliecloud
+mounts only onto folders the image already has). A Python-capable image also holds the
+C libraries this machine's interpreter and its extension modules need; the interpreter's
+own folder is mounted in by the workflow that uses it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+APPLETS = "sh echo cat ls env true false pwd printf mkdir sleep test [ id touch rm hostname".split()
+
+
+def busybox_rootfs(dest: Path, name: str, mount_points: list[str]) -> Path:
+    """An image folder at ``dest`` named ``name`` (in /etc/os-release and /hpcflow-image)."""
+    busybox = shutil.which("busybox") or "/bin/busybox"
+    for folder in ("bin", "etc", "tmp", "proc", "sys", "dev", "home", "root", "run"):
+        (dest / folder).mkdir(parents=True, exist_ok=True)
+    shutil.copy2(busybox, dest / "bin" / "busybox")
+    for applet in APPLETS:
+        link = dest / "bin" / applet
+        if not link.exists():
+            link.symlink_to("busybox")
+    # hpcflow runs a task's command with bash; busybox has no bash applet, its sh does.
+    bash = dest / "bin" / "bash"
+    bash.write_text('#!/bin/sh\nexec /bin/sh "$@"\n')
+    bash.chmod(0o755)
+    (dest / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\n")
+    (dest / "etc" / "group").write_text("root:x:0:\n")
+    (dest / "etc" / "os-release").write_text(f"ID=hpcflow-{name}\nNAME={name}\n")
+    (dest / "hpcflow-image").write_text(name + "\n")
+    for point in mount_points:
+        (dest / point.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    return dest
+
+
+def python_rootfs(dest: Path, name: str, mount_points: list[str]) -> tuple[Path, str]:
+    """A busybox image that can run this machine's Python once its prefix (the second
+    item, to mount at the same path) is mounted in."""
+    prefix = sys.base_prefix
+    busybox_rootfs(dest, name, [*mount_points, prefix])
+    interpreter = os.path.realpath(sys.executable)
+    libraries = [interpreter, *Path(prefix, "lib").glob("python3*/lib-dynload/*.so")]
+    for library in _shared_libraries(libraries):
+        if library.startswith(prefix):
+            continue  # mounted with the prefix
+        target = dest / library.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(library), target)
+    return dest, prefix
+
+
+def _shared_libraries(binaries: list[object]) -> set[str]:
+    found: set[str] = set()
+    for binary in binaries:
+        out = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            parts = line.split()
+            path = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
+            if path.startswith("/"):
+                found.add(path)
+    return found
