@@ -193,6 +193,7 @@ class CallFactory:
         inner: list[str] = []
         python_exe = ""
         if software is not None:
+            env.update(software.variables)
             outer = software.outer()
             run_dir = str(self.paths.run_dir)
             inner = software.inner(inst.workdir, [f"{run_dir}:{run_dir}"], list(env))

@@ -35,6 +35,8 @@ class TaskEnvironment:
     python: str = "python3"
     #: What a change of re-runs the task (part of its fingerprint).
     identity: tuple[object, ...] = ()
+    #: Variables the runtime reads (Apptainer's cache of pulled images).
+    variables: tuple[tuple[str, str], ...] = ()
 
     def outer(self) -> list[str]:
         """argv to put before an MPI launcher (modules: the launcher may come from one)."""
@@ -123,7 +125,12 @@ class Environments:
             if prefix is not None:
                 activate = (os.path.normpath(os.path.join(base_dir, prefix)), kind)
                 identity += [kind, activate[0]]
+        variables: tuple[tuple[str, str], ...] = ()
+        if container is not None and self.site.cache:
+            if container.runtime in ("apptainer", "singularity"):
+                variables = ((f"{container.runtime.upper()}_CACHEDIR", self.site.cache),)
         return TaskEnvironment(
+            variables=variables,
             modules=tuple(modules.load) if modules else (),
             purge=bool(modules and modules.purge),
             modules_init=self.site.modules_init,

@@ -175,3 +175,11 @@ def test_a_python_task_process_imports_hpcflow_from_the_worker_zip(tmp_path):
         env={"PYTHONPATH": path}, cwd=tmp_path, capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert done.stdout.startswith(path)
+
+
+def test_apptainer_pulls_into_the_profile_cache():
+    site = SiteEnvironment(runtime="singularity", cache="/scratch/images")
+    env = Environments(site).of(0, _software(container="docker://alpine:3"), "/flow")
+    assert env is not None and env.variables == (("SINGULARITY_CACHEDIR", "/scratch/images"),)
+    other = Environments(site).of(0, _software(venv="/v"), "/flow")
+    assert other is not None and other.variables == ()
