@@ -58,6 +58,7 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             ", ".join(parents.get(name, [])) or "-",
         )
     console.print(table)
+    _print_environments(console, prepared)
     total = len(graph.instances)
     if profile is not None:
         print_cost(console, plan_cost(prepared, profile), profile)
@@ -75,6 +76,24 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             soft_wrap=True,
         )
     console.print(f"{decision.to_run} of {total} tasks would run; nothing was run (dry run).")
+
+
+def _print_environments(console: Console, prepared: PreparedRun) -> None:
+    """Each task's software environment (container, modules, venv), if any has one."""
+    factory = prepared.factory
+    lines = []
+    for key, template in enumerate(factory.graph.templates):
+        if template.software is None:
+            continue
+        env = factory.environments.of(
+            key, template.software, template.base_dir, template.resources.gpus > 0
+        )
+        if env is not None:
+            lines.append(f"  {template.spec.name}: {env.describe()}")
+    if lines:
+        console.print("software environments:", highlight=False)
+        for line in lines:
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:

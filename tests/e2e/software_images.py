@@ -65,3 +65,19 @@ def _shared_libraries(binaries: list[object]) -> set[str]:
             if path.startswith("/"):
                 found.add(path)
     return found
+
+
+def lmod_tree(root: Path) -> Path:
+    """A MODULEPATH folder holding hpctool/1.0 (a Lua modulefile that puts a tool on PATH
+    and sets HPCTOOL_VERSION); returns it."""
+    tools = root / "tools" / "bin"
+    tools.mkdir(parents=True)
+    tool = tools / "hpctool"
+    tool.write_text("#!/bin/sh\necho hpctool 1.0\n")
+    tool.chmod(0o755)
+    modules = root / "modulefiles" / "hpctool"
+    modules.mkdir(parents=True)
+    (modules / "1.0.lua").write_text(
+        f'prepend_path("PATH", "{tools}")\nsetenv("HPCTOOL_VERSION", "1.0")\n'
+    )
+    return root / "modulefiles"

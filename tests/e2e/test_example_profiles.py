@@ -18,13 +18,18 @@ def test_example_profile_renders(profile, hpcflow, example):
     script = hpcflow("render", str(wf), "--profile", str(profile))
     assert script.returncode == 0, script.output
     text = script.stdout
-    if "slurm" in profile.stem:
+    if profile.stem == "slurm-apptainer-lmod-site":
+        assert "#SBATCH --partition=compute" in text and "#SBATCH --account=proj-1234" in text
+        assert "container_runtime" in shown.stdout and "singularity" in shown.stdout
+        _runs_tasks_in_singularity(hpcflow, wf.parent, profile)
+    elif profile.stem == "slurm-gpu-site":
         assert "#SBATCH --partition=gpu" in text and "#SBATCH --account=proj-1234" in text
         assert "#SBATCH --gpus-per-node=4" in text or "gpu:4" in text, text
         assert "module load cuda/12.4" in text
         # Overcommit: the node's 4 GPU workers x 16 threads share the 64 cores asked for.
         assert "#SBATCH --cpus-per-task=64\n" in text and "#SBATCH --overcommit" in text
     else:
+        assert profile.stem == "pbs-pro-site", "a new example profile needs its checks here"
         assert "#PBS -q workq" in text and "#PBS -A PRJ-42" in text
         # Overcommit: the node's 8 workers x 16 threads share the 128 cores asked for.
         assert "#PBS -l select=4:ncpus=128:" in text, text
@@ -32,3 +37,18 @@ def test_example_profile_renders(profile, hpcflow, example):
     dry = hpcflow("run", str(wf), "--profile", str(profile), "--dry-run")
     assert dry.returncode == 0, dry.output
     assert "pilot allocation:" in dry.stdout and "core-hours" in dry.stdout
+
+
+def _runs_tasks_in_singularity(hpcflow, folder, profile) -> None:
+    """A task with a docker:// image goes to the site's singularity, with the site's
+    binds and options, and --dry-run says so."""
+    from tests.conftest import write_workflow
+
+    wf = write_workflow(
+        folder / "apptainer",
+        "name: c\ntasks:\n  - name: t\n    container: docker://alpine:3.20\n"
+        "    command: 'true'\n",
+    )
+    dry = hpcflow("run", str(wf), "--profile", str(profile), "--dry-run")
+    assert dry.returncode == 0, dry.output
+    assert "t: singularity docker://alpine:3.20" in dry.stdout, dry.stdout

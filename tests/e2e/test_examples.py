@@ -68,3 +68,27 @@ def test_arrays_pass_between_tasks(example, hpcflow):
     assert len(summary["smoothed_std"]) == 4
     dag = hpcflow("dag", str(wf))
     assert "smooth ×4  ← simulate (trace)" in dag.stdout, dag.stdout
+
+
+def test_containers_each_step_in_its_own_image(example, hpcflow):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    from tests.slurm_cluster import slurm_required
+
+    if shutil.which("ch-run") is None and not slurm_required():
+        pytest.skip("needs charliecloud-runtime (scripts/test.sh installs it)")
+    wf = example("containers")
+    subprocess.run(["bash", "make-images.sh"], cwd=wf.parent, check=True, capture_output=True)
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    assert (wf.parent / "report.txt").read_text().splitlines() == [
+        "alpha has 5 letters (count-image)",
+        "beta has 4 letters (count-image)",
+        "gamma has 5 letters (count-image)",
+        "report made in report-image",
+    ]
+    again = hpcflow("run", str(wf), "-q")
+    assert again.returncode == 0 and "0 ran, 4 up to date" in again.stdout, again.output

@@ -13,7 +13,7 @@ import pytest
 
 import hpcflow as hpcflow_api
 from tests.conftest import write_workflow
-from tests.e2e.software_images import busybox_rootfs, python_rootfs
+from tests.e2e.software_images import busybox_rootfs, lmod_tree, python_rootfs
 from tests.slurm_cluster import slurm_required
 
 _MISSING = shutil.which("ch-run") is None or not Path("/usr/share/lmod/lmod/init/bash").exists()
@@ -63,20 +63,6 @@ tasks:
 """
 
 
-def _lmod_tree(root: Path) -> Path:
-    tools = root / "tools" / "bin"
-    tools.mkdir(parents=True)
-    tool = tools / "hpctool"
-    tool.write_text("#!/bin/sh\necho hpctool 1.0\n")
-    tool.chmod(0o755)
-    modules = root / "modulefiles" / "hpctool"
-    modules.mkdir(parents=True)
-    (modules / "1.0.lua").write_text(
-        f'prepend_path("PATH", "{tools}")\nsetenv("HPCTOOL_VERSION", "1.0")\n'
-    )
-    return root / "modulefiles"
-
-
 @pytest.fixture
 def workflow(tmp_path: Path) -> Path:
     points = [str(tmp_path)]
@@ -84,7 +70,7 @@ def workflow(tmp_path: Path) -> Path:
     busybox_rootfs(tmp_path / "images" / "b", "b", points)
     _, prefix = python_rootfs(tmp_path / "images" / "py", "py", points)
     (tmp_path / "steps.py").write_text(textwrap.dedent(STEPS))
-    text = WORKFLOW.format(modules=_lmod_tree(tmp_path / "lmod"), prefix=prefix)
+    text = WORKFLOW.format(modules=lmod_tree(tmp_path / "lmod"), prefix=prefix)
     return write_workflow(tmp_path, text)
 
 
@@ -99,6 +85,11 @@ def test_tasks_run_in_their_own_images_and_modules_and_resume(workflow, hpcflow,
     run_dir = next((folder / ".hpcflow" / "runs").iterdir())
     assert hpcflow_api.load_result(run_dir, "py") == "t:py"
     assert hpcflow_api.load_result(run_dir, "reads") == {"got": "t:py", "host_has_marker": False}
+
+    plan = hpcflow("run", str(workflow), "--dry-run")
+    assert plan.returncode == 0, plan.output
+    assert f"in_a: charliecloud {folder}/images/a" in plan.stdout, plan.stdout
+    assert "with_module: modules hpctool/1.0" in plan.stdout, plan.stdout
 
     again = hpcflow("run", str(workflow), "-q", "--engine", engine)
     assert again.returncode == 0 and "0 ran, 5 up to date" in again.stdout, again.output
@@ -147,3 +138,41 @@ tasks:
     assert "no usable python3 in the task's environment" in result.stdout, result.output
     log = next((tmp_path / ".hpcflow" / "runs").glob("*/tasks/py/1.err")).read_text()
     assert "hpcflow: no python3 in this environment" in log
+
+
+def test_hostile_image_and_module_names_stay_data(tmp_path, hpcflow):
+    """An image folder and a module whose names are shell syntax: the image runs, the
+    module is looked for by its literal name, and nothing in either name runs."""
+    name = "img $(touch pwned) `touch pwned2`; touch pwned3 'q' \"d\""
+    busybox_rootfs(tmp_path / "images" / name, "hostile", [str(tmp_path)])
+    modulepath = lmod_tree(tmp_path / "lmod")
+    wf = tmp_path / "workflow.yaml"
+    import yaml
+
+    wf.write_text(
+        yaml.safe_dump(
+            {
+                "name": "hostile",
+                "tasks": [
+                    {
+                        "name": "in_image",
+                        "container": {"image": f"images/{name}", "runtime": "charliecloud"},
+                        "command": "cat /hpcflow-image > marker.txt",
+                        "outputs": ["marker.txt"],
+                    },
+                    {
+                        "name": "odd_module",
+                        "modules": ["hpctool/1.0; touch pwned4", "$(touch pwned5)"],
+                        "env": {"MODULEPATH": str(modulepath)},
+                        "command": "true",
+                    },
+                ],
+            }
+        )
+    )
+    result = hpcflow("run", str(wf))
+    assert result.returncode == 1, result.output  # the odd module is not found
+    assert (tmp_path / "marker.txt").read_text() == "hostile\n"
+    log = next((tmp_path / ".hpcflow" / "runs").glob("*/tasks/odd_module/1.err")).read_text()
+    assert "hpctool/1.0; touch pwned4" in log, log
+    assert not list(tmp_path.rglob("pwned*"))
