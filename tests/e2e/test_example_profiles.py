@@ -46,8 +46,7 @@ def _runs_tasks_in_singularity(hpcflow, folder, profile) -> None:
 
     wf = write_workflow(
         folder / "apptainer",
-        "name: c\ntasks:\n  - name: t\n    container: docker://alpine:3.20\n"
-        "    command: 'true'\n",
+        "name: c\ntasks:\n  - name: t\n    container: docker://alpine:3.20\n    command: 'true'\n",
     )
     dry = hpcflow("run", str(wf), "--profile", str(profile), "--dry-run")
     assert dry.returncode == 0, dry.output
