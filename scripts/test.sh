@@ -14,6 +14,9 @@ command -v chromium >/dev/null || need_apt+=(chromium)
 # Tasks' software environments: a real container runtime, Lmod, and busybox to build the
 # test images from.
 command -v ch-run >/dev/null || need_apt+=(charliecloud-runtime)
+# Podman with runc (crun refuses this machine's mixed cgroup v1/v2 mounts).
+command -v podman >/dev/null || need_apt+=(podman)
+command -v runc >/dev/null || need_apt+=(runc)
 [ -r /usr/share/lmod/lmod/init/bash ] || need_apt+=(lmod)
 dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 if [ "${#need_apt[@]}" -gt 0 ]; then

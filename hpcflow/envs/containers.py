@@ -3,6 +3,7 @@ program's argv follows what these functions return."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,6 +14,26 @@ PODMAN_ENV = ("HPCFLOW_*", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPAT
 
 #: Sets USER (from ``id -un``) when it is not set, then runs its arguments.
 _WITH_USER = 'USER="${USER:-$(id -un)}"; export USER; exec "$@"'
+
+
+#: Runs ``podman run --name NAME ...`` (its arguments after NAME) and, when the task is
+#: stopped (SIGTERM/SIGINT/SIGHUP: a timeout, a cancel), kills the container by name
+#: before `podman run` itself goes. Standard input reaches podman (fd 3: a background job
+#: would get /dev/null).
+_PODMAN_SUPERVISOR = """name=$1
+shift
+podman=$1
+exec 3<&0
+"$@" <&3 3<&- &
+child=$!
+exec 3<&-
+stop() { "$podman" kill "$name" >/dev/null 2>&1; kill -TERM "$child" 2>/dev/null; }
+trap stop TERM INT HUP
+wait "$child"
+status=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; status=$?; done
+exit "$status"
+"""
 
 
 @dataclass(frozen=True)
@@ -49,10 +70,14 @@ def container_argv(run: ContainerRun, workdir: str, env_names: Sequence[str] = (
         # libraries (ch-fromhost --nvidia) and CUDA_VISIBLE_DEVICES passes through.
         return [*argv, "-c", workdir, *run.options, run.image, "--"]
     if run.runtime == "podman":
+        # The container runs under conmon, not under `podman run`: killing the task's
+        # process group would leave it running. A small supervisor kills it by name.
         # -i: a python task's call comes on standard input; host network: Dask and MPI
         # addresses are the node's; labels off: the mounts are the host's own folders.
+        name = f"hpcflow-{uuid.uuid4().hex[:16]}"
         argv = [
-            run.command, "run", "--rm", "-i", "--network=host",
+            "/bin/sh", "-c", _PODMAN_SUPERVISOR, "hpcflow-podman", name,
+            run.command, "run", "--name", name, "--rm", "-i", "--network=host",
             "--security-opt=label=disable",
         ]  # fmt: skip
         for mount in run.mounts:

@@ -6,6 +6,7 @@ receives, and resume: changing one image re-runs exactly the task that uses it."
 from __future__ import annotations
 
 import shutil
+import subprocess
 import textwrap
 from pathlib import Path
 
@@ -176,3 +177,93 @@ def test_hostile_image_and_module_names_stay_data(tmp_path, hpcflow):
     log = next((tmp_path / ".hpcflow" / "runs").glob("*/tasks/odd_module/1.err")).read_text()
     assert "hpctool/1.0; touch pwned4" in log, log
     assert not list(tmp_path.rglob("pwned*"))
+
+
+#: This machine mounts cgroups v1 and v2 side by side (crun refuses that) and caps the
+#: limits podman raises by default; a site sets the same in its containers.conf.
+CONTAINERS_CONF = """[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+
+[engine]
+runtime = "runc"
+"""
+
+
+def _podman_image(rootfs: Path, tag: str, env: dict[str, str]) -> str:
+    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+    subprocess.run(
+        ["podman", "import", "-q", "-", tag], stdin=tar.stdout, env=env, check=True,
+        capture_output=True,
+    )  # fmt: skip
+    assert tar.wait() == 0
+    return tag
+
+
+def _podman_names(env: dict[str, str]) -> list[str]:
+    out = subprocess.run(
+        ["podman", "ps", "-a", "--format", "{{.Names}}"], env=env, capture_output=True,
+        text=True, check=True,
+    ).stdout  # fmt: skip
+    return [name for name in out.split() if name.startswith("hpcflow-")]
+
+
+@pytest.mark.skipif(
+    shutil.which("podman") is None and not slurm_required(),
+    reason="needs podman and runc (scripts/test.sh installs them)",
+)
+def test_podman_tasks_python_inside_and_a_timeout_leaves_no_container(tmp_path, env, hpcflow):
+    conf = tmp_path / "containers.conf"
+    conf.write_text(CONTAINERS_CONF)
+    env["CONTAINERS_CONF"] = str(conf)
+    points = [str(tmp_path)]
+    plain = _podman_image(
+        busybox_rootfs(tmp_path / "rootfs-c", "c", points), "localhost/hpcflow-test-c:1", env
+    )
+    rootfs, prefix = python_rootfs(tmp_path / "rootfs-py", "pod-py", points)
+    python = _podman_image(rootfs, "localhost/hpcflow-test-py:1", env)
+    (tmp_path / "steps.py").write_text(textwrap.dedent(STEPS))
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: podman
+tasks:
+  - name: in_c
+    container: {{image: '{plain}', runtime: podman}}
+    env: {{GREETING: from the task}}
+    command: cat /hpcflow-image > c.txt && echo "$GREETING" >> c.txt
+    outputs: [c.txt]
+  - name: py
+    container: {{image: '{python}', runtime: podman, binds: [{prefix}],
+                 python: {prefix}/bin/python3}}
+    params: {{tag: p}}
+    python: steps:inside
+  - name: reads
+    python: steps:outside
+    from: {{x: py}}
+""",
+    )
+    first = hpcflow("run", str(wf), "-q")
+    assert first.returncode == 0, first.output
+    assert (tmp_path / "c.txt").read_text() == "c\nfrom the task\n"
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    assert hpcflow_api.load_result(run_dir, "reads") == {
+        "got": "p:pod-py",
+        "host_has_marker": False,
+    }
+    again = hpcflow("run", str(wf), "-q")
+    assert again.returncode == 0 and "0 ran, 3 up to date" in again.stdout, again.output
+
+    slow = write_workflow(
+        tmp_path / "slow",
+        f"""
+name: slow
+tasks:
+  - name: sleeps
+    container: {{image: '{plain}', runtime: podman}}
+    timeout: 3s
+    command: sleep 120
+""",
+    )
+    timed_out = hpcflow("run", str(slow))
+    assert timed_out.returncode == 1 and "timed out after 3s" in timed_out.stdout, timed_out.output
+    assert _podman_names(env) == []

@@ -81,7 +81,9 @@ def test_charliecloud_and_podman_command_lines():
     ]  # fmt: skip
     run = ContainerRun("podman", "podman", "localhost/img:1", ("/w:/w",), (), gpus=True)
     argv = container_argv(run, "/w", ["MY_VAR"])
-    assert argv[:4] == ["podman", "run", "--rm", "-i"]
+    # A supervisor that kills the container by its name when the task is stopped.
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[4].startswith("hpcflow-")
+    assert argv[5:10] == ["podman", "run", "--name", argv[4], "--rm"]
     assert argv[argv.index("-v") + 1] == "/w:/w"
     assert ["--env", "MY_VAR"] == argv[argv.index("MY_VAR") - 1 : argv.index("MY_VAR") + 1]
     assert "nvidia.com/gpu=all" in argv and argv[-3:] == ["-w", "/w", "localhost/img:1"]
