@@ -34,6 +34,7 @@ from measure import run_measured  # noqa: E402
 from sections import write_section  # noqa: E402
 
 from tests.e2e.software_images import busybox_rootfs, lmod_tree  # noqa: E402
+from tests.e2e.test_software import CONTAINERS_CONF  # noqa: E402
 
 SECTION = "containers"
 LMOD_INIT = Path("/usr/share/lmod/lmod/init/bash")
@@ -99,6 +100,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="hpcflow-bench-containers-", dir="/var/tmp"))
+    # runc and lower default limits: what this machine needs (tests/e2e/test_software.py).
+    (base / "containers.conf").write_text(CONTAINERS_CONF)
+    os.environ["CONTAINERS_CONF"] = str(base / "containers.conf")
     image = base / "image"
     busybox_rootfs(image, "bench", [])
     modulepath = lmod_tree(base / "lmod")
@@ -163,8 +167,7 @@ def main() -> int:
     lines += [f"- `{name}`: {seconds * 1000:.1f} ms" for name, seconds in raw.items()]
     if "podman" not in variants:
         lines.append(
-            "- Podman: not measured, `podman run` does not work on this machine (see "
-            "docs/workflow-format.md)."
+            "- Podman: not measured, `podman run` does not work on this machine."
         )
     lines += ["", f"<!-- /section:{SECTION} -->", ""]
     write_section(args.out, "\n".join(lines), SECTION)
