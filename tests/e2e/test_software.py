@@ -267,3 +267,35 @@ tasks:
     timed_out = hpcflow("run", str(slow))
     assert timed_out.returncode == 1 and "timed out after 3s" in timed_out.stdout, timed_out.output
     assert _podman_names(env) == []
+
+
+def test_a_venv_runs_its_own_tools_and_python(tmp_path, hpcflow):
+    """``venv:`` activates a real virtual environment: its bin/ comes first on PATH and a
+    python task runs its interpreter (which imports hpcflow's worker code from the run
+    directory, not from this venv's site-packages)."""
+    import venv as venv_module
+
+    venv_module.EnvBuilder(with_pip=False).create(tmp_path / "env")
+    tool = tmp_path / "env" / "bin" / "envtool"
+    tool.write_text('#!/bin/sh\necho "envtool in $VIRTUAL_ENV"\n')
+    tool.chmod(0o755)
+    (tmp_path / "steps.py").write_text("import sys\n\ndef where():\n    return sys.prefix\n")
+    wf = write_workflow(
+        tmp_path,
+        """
+name: venv
+defaults:
+  venv: env
+tasks:
+  - name: tool
+    command: envtool > tool.txt
+    outputs: [tool.txt]
+  - name: py
+    python: steps:where
+""",
+    )
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    assert (tmp_path / "tool.txt").read_text() == f"envtool in {tmp_path / 'env'}\n"
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    assert hpcflow_api.load_result(run_dir, "py") == str(tmp_path / "env")
