@@ -123,6 +123,7 @@ def command(
         workers=workers,
         threads=threads,
         engine=engine,
+        dry_run=dry_run,
         site=SiteEnvironment.from_profile(
             resolved, commands_here=layout is not None or mode_of(resolved) == "local"
         ),

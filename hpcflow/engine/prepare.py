@@ -40,6 +40,8 @@ class RunOptions:
     engine: str = "auto"
     #: How the site runs tasks' containers and modules (the profile's settings).
     site: SiteEnvironment = field(default_factory=SiteEnvironment)
+    #: --dry-run: decide and show, write nothing (no image is pulled).
+    dry_run: bool = False
 
 
 @dataclass
@@ -70,8 +72,9 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         memo = Memo(root.memo_db, key)
         # Successes of earlier runs that were killed before they committed them.
         memo.fold_journals(root.journal_dir(key))
-        factory = CallFactory(graph, environments=Environments(options.site))
-        check_environments(factory)
+        environments = Environments(options.site, images=root.images)
+        factory = CallFactory(graph, environments=environments)
+        check_environments(factory, pull=not options.dry_run)
         entries = memo.load()
 
         def value_kept(producer: int, entry: MemoEntry) -> bool:
@@ -93,15 +96,19 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
 
 
-def check_environments(factory: CallFactory) -> None:
+def check_environments(factory: CallFactory, *, pull: bool = True) -> None:
     """The preflight of the tasks' software environments (images, runtimes, venvs): one
-    error naming every task whose environment cannot work, before anything runs."""
+    error naming every task whose environment cannot work, before anything runs; then,
+    unless ``pull`` is false (a dry run writes nothing), the registry images they name are
+    pulled here, once."""
     uses = [
         (t.spec.name, key, t.software, t.base_dir, t.resources.gpus > 0)
         for key, t in enumerate(factory.graph.templates)
         if t.software is not None
     ]
     factory.environments.preflight(uses)
+    if pull:
+        factory.environments.pull(uses)
 
 
 def _value_run(root: StateRoot, entry: MemoEntry, factory: CallFactory, producer: int) -> str:
@@ -170,7 +177,8 @@ def open_run(
     root = StateRoot.beside(original)
     key = workflow_key(original)
     memo = Memo(root.memo_db, key)
-    factory = CallFactory(graph, paths, environments=Environments(site or SiteEnvironment()))
+    environments = Environments(site or SiteEnvironment(), images=root.images)
+    factory = CallFactory(graph, paths, environments=environments)
     factory.journal = root.journal_prefix(key, run_id)
     recovered = _journaled_successes(graph, factory, rows, root.journal_dir(key), run_id)
     if recovered:

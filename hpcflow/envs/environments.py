@@ -8,13 +8,18 @@ import os
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hpcflow.envs.containers import ContainerRun, container_argv, mount_spec
 from hpcflow.envs.identity import ImageError, image_identity, is_reference
+from hpcflow.envs.pulls import can_pull, pull_references, sif_name
 from hpcflow.envs.shims import activate_argv, modules_argv
 from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import HpcflowError
 from hpcflow.spec.models import SoftwareKeys
+
+#: Runtimes that pull registry images to a file of their own.
+PULLING = ("apptainer", "singularity")
 
 
 class SoftwareEnvironmentError(HpcflowError):
@@ -79,6 +84,8 @@ class Environments:
     each image identified once."""
 
     site: SiteEnvironment = field(default_factory=SiteEnvironment)
+    #: Where registry images are pulled to when the profile names no container_cache.
+    images: Path | None = None
     _identities: dict[tuple[str, str], str] = field(default_factory=dict)
     _resolved: dict[int, TaskEnvironment | None] = field(default_factory=dict)
 
@@ -104,11 +111,12 @@ class Environments:
             image = spec.image
             if runtime != "podman" and not is_reference(image):
                 image = os.path.normpath(os.path.join(base_dir, image))
+            run_image = self._pulled(runtime, image) or image
             mounts = [mount_spec(b, base_dir) for b in (*self.site.binds, *spec.binds)]
             container = ContainerRun(
                 runtime,
                 command,
-                image,
+                run_image,
                 tuple([f"{base_dir}:{base_dir}", *mounts]),
                 (*self.site.options, *spec.options),
                 gpus,
@@ -139,6 +147,40 @@ class Environments:
             python=python,
             identity=tuple(identity),
         )
+
+    def pull_folder(self) -> Path | None:
+        """Where registry images are pulled to: the profile's container_cache, else the
+        workflow's own folder for them."""
+        if self.site.cache:
+            return Path(os.path.expanduser(os.path.expandvars(self.site.cache)))
+        return self.images
+
+    def _pulled(self, runtime: str, image: str) -> str | None:
+        """The .sif file this run pulled ``image`` to, if it is a reference it pulled."""
+        folder = self.pull_folder()
+        if runtime not in PULLING or not is_reference(image) or folder is None:
+            return None
+        path = folder / sif_name(image)
+        return str(path) if path.exists() else None
+
+    def pull(self, uses: Iterable[tuple[str, int, SoftwareKeys | None, str, bool]]) -> None:
+        """Pull every registry image the tasks in ``uses`` name (Apptainer/Singularity),
+        once, where this run starts; tasks then run the pulled files. A reference whose
+        runtime is not installed here is left to the nodes."""
+        folder = self.pull_folder()
+        wanted: dict[str, tuple[str, list[str]]] = {}
+        for name, key, software, base_dir, gpus in uses:
+            env = self.of(key, software, base_dir, gpus)
+            spec = software.container if software is not None else None
+            if env is None or env.container is None or spec is None:
+                continue
+            runtime = env.container.runtime
+            if runtime in PULLING and is_reference(spec.image) and can_pull(env.container.command):
+                wanted.setdefault(spec.image, (env.container.command, []))[1].append(name)
+        if not wanted or folder is None:
+            return
+        pull_references(wanted, folder)
+        self._resolved.clear()  # resolved again: they run the pulled files now
 
     def _identity(self, runtime: str, command: str, image: str) -> str:
         key = (runtime, image)

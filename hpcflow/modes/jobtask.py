@@ -35,7 +35,7 @@ from hpcflow.envs.environments import Environments
 from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import RunError
 from hpcflow.store.atomic import write_json_atomic
-from hpcflow.store.paths import RunPaths
+from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome
 from hpcflow.worker.execute import run_call
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             "started": time.time(),
         },
     )
-    graph, _ = load_run_graph(paths)
+    graph, info = load_run_graph(paths)
     inst = graph.instances[index]
     if inst.id != manifest["ids"][element]:
         raise RunError(
@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         paths,
         mpi_launcher=manifest.get("mpi_launcher"),
         mpi=manifest.get("mpi", "pmix"),
-        environments=Environments(SiteEnvironment.from_dict(manifest.get("software"))),
+        environments=Environments(
+            SiteEnvironment.from_dict(manifest.get("software")),
+            images=StateRoot.beside(Path(str(info["workflow"]))).images,
+        ),
     )
     outcomes = run_attempts(factory, inst, int(manifest["attempts"][element]))
     write_json_atomic(

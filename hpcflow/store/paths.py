@@ -63,6 +63,12 @@ class StateRoot:
     def memo_db(self) -> Path:
         return self.root / "memo.sqlite"
 
+    @property
+    def images(self) -> Path:
+        """Where container images pulled for the workflow's runs go (unless the profile
+        names a container_cache)."""
+        return self.root / "images"
+
     def journal_dir(self, key: str) -> Path:
         """Where the processes of a workflow's runs journal each success as it happens."""
         return self.root / "journal" / key

@@ -299,3 +299,74 @@ tasks:
     assert (tmp_path / "tool.txt").read_text() == f"envtool in {tmp_path / 'env'}\n"
     run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
     assert hpcflow_api.load_result(run_dir, "py") == str(tmp_path / "env")
+
+
+FAKE_APPTAINER = r"""#!/bin/sh
+# A stand-in for apptainer (not installable here; its command lines are also checked
+# against golden files): logs pulls and execs, runs the program on the host.
+case "$1" in
+pull)
+    shift; [ "$1" = --force ] && shift
+    echo "pull $2" >> "$FAKE_APPTAINER_LOG"
+    case "$2" in *nope*)
+        echo "FATAL: Unable to handle $2 uri: failed to get checksum" >&2; exit 255;;
+    esac
+    echo "$2" > "$1";;
+exec)
+    shift
+    while [ $# -gt 0 ]; do
+        case "$1" in --nv) shift;; --bind|--pwd) shift 2;; -*) shift;; *) break;; esac
+    done
+    echo "exec $1" >> "$FAKE_APPTAINER_LOG"; shift
+    exec "$@";;
+esac
+"""
+
+
+def test_registry_images_are_pulled_once_before_anything_runs(tmp_path, env, hpcflow):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "apptainer"
+    fake.write_text(FAKE_APPTAINER)
+    fake.chmod(0o755)
+    log = tmp_path / "apptainer.log"
+    env["PATH"] = f"{bin_dir}:{env['PATH']}"
+    env["FAKE_APPTAINER_LOG"] = str(log)
+    wf = write_workflow(
+        tmp_path,
+        """
+name: pulls
+defaults:
+  container: docker://example.org/lab/tool:1.0
+tasks:
+  - name: step
+    foreach: {i: [1, 2, 3]}
+    command: echo {i} > out_{i}.txt
+    outputs: ["out_{i}.txt"]
+""",
+    )
+    dry = hpcflow("run", str(wf), "--dry-run")
+    assert dry.returncode == 0 and not log.exists(), dry.output  # a dry run pulls nothing
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    lines = log.read_text().splitlines()
+    assert lines[0] == "pull docker://example.org/lab/tool:1.0"
+    assert sum(line.startswith("pull") for line in lines) == 1
+    (sif,) = (tmp_path / ".hpcflow" / "images").glob("*.sif")
+    assert sorted(lines[1:]) == [f"exec {sif}"] * 3
+
+    broken = write_workflow(
+        tmp_path / "broken",
+        """
+name: broken
+tasks:
+  - name: lost
+    container: docker://example.org/lab/nope:2
+    command: touch ran
+""",
+    )
+    refused = hpcflow("run", str(broken), "-q")
+    assert refused.returncode == 2, refused.output
+    assert "pulling docker://example.org/lab/nope:2 (for task 'lost') failed" in refused.stderr
+    assert "failed to get checksum" in refused.stderr and "Traceback" not in refused.stderr
+    assert not (tmp_path / "broken" / "ran").exists()
