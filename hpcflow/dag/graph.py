@@ -246,9 +246,11 @@ def _connect_files(
                 matches = set(_glob_outputs(pattern, by_dir))
                 matches.update(glob.glob(pattern))
                 for path in sorted(matches):
-                    resolved.append(path)
                     producer = producers.get(path)
-                    if producer is not None and producer != inst.index:
+                    if producer == inst.index:
+                        continue  # its own output, which its glob also matches
+                    resolved.append(path)
+                    if producer is not None:
                         deps.add(producer)
                 continue
             resolved.append(pattern)

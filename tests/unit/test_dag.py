@@ -485,6 +485,8 @@ def test_a_task_reading_its_own_output_glob_does_not_depend_on_itself(tmp_path: 
         """,
     )
     assert graph.instances[0].deps == []
+    # Nor is its own output one of its inputs (it would have to exist before it ran).
+    assert graph.instances[0].inputs == ()
 
 
 def test_inferred_and_explicit_edges_are_merged_without_duplicates(tmp_path: Path) -> None:
