@@ -40,6 +40,7 @@ from hpcflow.launchers import environment
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.states import RunStatus
 from hpcflow.transport.security import security_for
+from hpcflow.worker.gpus import OWN_GPUS
 from hpcflow.worker.orphans import become_subreaper
 
 log = logging.getLogger("hpcflow.bootstrap")
@@ -287,6 +288,8 @@ async def _worker(
         rotated = gpu_rotation(visible, local_index, config.gpus_per_worker)
         if rotated:
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(rotated)
+            # Its own are the first ones; tasks share out those (hpcflow.worker.gpus).
+            os.environ[OWN_GPUS] = str(config.gpus_per_worker)
         if visible and (local_index + 1) * config.gpus_per_worker > len(visible):
             log.warning(
                 "worker %d of node %s wants %d GPU(s) but the node shows %d (%s): it shares "

@@ -229,6 +229,7 @@ class CallFactory:
             value_out=self.paths.value(slug) if received else "",
             wrap=[*outer, *inner] if kind == "python" and (outer or inner) else None,
             python_exe=python_exe,
+            gpus=resources.gpus,
         )
 
 

@@ -7,6 +7,7 @@ walltime, an upper bound: an allocation is charged until it ends).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hpcflow.engine.prepare import PreparedRun
@@ -57,7 +58,9 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
             core_h += cores * res.walltime / 3600
             gpu_h += res.gpus * res.walltime / 3600
         if profile.mode == "jobs":
-            jobs.append(AllocationCost("job", res.nodes or 1, cores, res.gpus, res.walltime))
+            # A job of its own holds whole GPUs, even for a task that needs a share of one.
+            gpus = math.ceil(res.gpus)
+            jobs.append(AllocationCost("job", res.nodes or 1, cores, gpus, res.walltime))
     allocations: list[AllocationCost] = []
     if profile.backend != "local" and prepared.decision.to_run:
         if profile.mode == "jobs":

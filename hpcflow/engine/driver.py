@@ -48,7 +48,8 @@ class GroupKey:
     """Tasks that can share a chunk: same resource shape."""
 
     cpus: int
-    gpus: int
+    #: Whole GPUs, or a share of one (Dask counts resources in fractions).
+    gpus: float
 
     def dask_resources(self) -> dict[str, float]:
         res: dict[str, float] = {"cpus": float(self.cpus)}

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -618,7 +619,8 @@ def job_request(
         # An MPI task: one batch task per rank, its cpus shared out over them.
         ntasks=res.ranks if mpi else 1,
         cpus_per_task=max(1, -(-res.cpus // res.ranks)) if mpi else res.cpus,
-        gpus_per_node=res.gpus,
+        # A share of a GPU (gpus: 0.5) is a whole one for a job of its own.
+        gpus_per_node=math.ceil(res.gpus),
         memory_per_node=res.memory,
         walltime=job_walltime(template, profile),
         partition=profile.partition,

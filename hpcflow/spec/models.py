@@ -45,6 +45,32 @@ Memory = Annotated[
 Scalar = str | int | float | bool
 
 
+def _gpu_count(value: Any) -> Any:
+    """A whole number of GPUs, or a share of one (0 < x < 1): never 1.5."""
+    if isinstance(value, bool):
+        raise ValueError("expected a number of GPUs")
+    if not isinstance(value, int | float):
+        return value  # the type check says what is wrong
+    if value < 0:
+        raise ValueError("must be 0 or more")
+    if value > 1 and value != int(value):
+        raise ValueError("a task shares at most one GPU: use a fraction below 1, or whole GPUs")
+    return int(value) if value == int(value) else float(value)
+
+
+GpuCount = Annotated[
+    int | float,
+    BeforeValidator(_gpu_count),
+    WithJsonSchema(
+        {
+            "type": "number",
+            "minimum": 0,
+            "description": "whole GPUs, or a fraction of one (e.g. 0.25: four tasks share it)",
+        }
+    ),
+]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,7 +80,9 @@ class Resources(_Model):
 
     cpus: PositiveInt = Field(1, description="CPU cores (slots) the task occupies")
     memory: Memory | None = Field(None, description="memory, e.g. '4GB'")
-    gpus: NonNegativeInt = Field(0, description="GPUs the task needs")
+    gpus: GpuCount = Field(
+        0, description="GPUs the task needs: a whole number, or a fraction of one GPU (0.25)"
+    )
     walltime: Duration | None = Field(None, description="expected upper bound of the runtime")
     ranks: PositiveInt = Field(1, description="MPI ranks (a task with ranks > 1 is an MPI task)")
     nodes: PositiveInt | None = Field(None, description="nodes to spread MPI ranks over")

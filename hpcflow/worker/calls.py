@@ -55,6 +55,9 @@ class TaskCall:
     #: tasks carry the same argv at the front of their own).
     wrap: list[str] | None = None
     python_exe: str = ""
+    #: GPUs the attempt needs (a share of one below 1): the worker names the devices it
+    #: gets in CUDA_VISIBLE_DEVICES (:mod:`hpcflow.worker.gpus`).
+    gpus: float = 0
 
 
 @dataclass(slots=True)

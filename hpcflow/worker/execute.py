@@ -20,12 +20,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import IO, Any, TextIO
 
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
 from hpcflow.store.values import load_value, save_value
 from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
@@ -120,14 +122,30 @@ def conclude_call(
 
 def in_process(call: TaskCall) -> bool:
     """Whether a python call can run in this process: in-process is fast, but it needs
-    the task's directory to be the process's own, and no timeout (a thread cannot be
-    killed). Otherwise it runs as a child process."""
+    the task's directory to be the process's own, no timeout (a thread cannot be
+    killed), no other environment, and no choice among several GPUs (a thread cannot
+    have its own CUDA_VISIBLE_DEVICES). Otherwise it runs as a child process."""
     return (
         call.kind == "python"
         and call.timeout is None
         and not call.wrap
         and os.getcwd() == call.workdir
+        and not (call.gpus and len(worker_devices().devices) > 1)
     )
+
+
+@contextmanager
+def _devices_for(call: TaskCall) -> Iterator[None]:
+    """Hold this worker's GPUs (or a share of one) for ``call``, named in its process's
+    CUDA_VISIBLE_DEVICES (:mod:`hpcflow.worker.gpus`)."""
+    devices = worker_devices() if call.gpus else None
+    if devices is None or not devices.devices:
+        yield
+        return
+    with devices.held(call.gpus) as chosen:
+        if chosen:
+            call.env = {**(call.env or {}), "CUDA_VISIBLE_DEVICES": ",".join(chosen)}
+        yield
 
 
 def run_call(call: TaskCall, inline: bool = True) -> Outcome:
@@ -154,12 +172,14 @@ def run_call_for_value(
         inputs_sig, failed = prepare_call(call)
         if failed is not None:
             return failed, None
-        if inline and in_process(call):
-            exit_code, peak, message, value = _run_python_inline(call, given)
-        else:
-            exit_code, peak, message = _run_process(call)
-            if accept is not None and exit_code == 0 and call.value_out:
-                value = load_value(call.value_out) if os.path.exists(call.value_out) else None
+        with _devices_for(call):
+            if inline and in_process(call):
+                exit_code, peak, message, value = _run_python_inline(call, given)
+            else:
+                exit_code, peak, message = _run_process(call)
+                if accept is not None and exit_code == 0 and call.value_out:
+                    there = os.path.exists(call.value_out)
+                    value = load_value(call.value_out) if there else None
         if accept is not None and exit_code == 0:
             refused = accept(value)
             if refused is not None:

@@ -56,6 +56,7 @@ def _fits(call: TaskCall) -> bool:
     return (
         call.kind == "shell"
         and call.timeout is None
+        and not call.gpus  # its own CUDA_VISIBLE_DEVICES
         and all(_NAME.fullmatch(name) for name in (call.env or {}))
     )
 

@@ -84,11 +84,47 @@ tasks:
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "2", "-q")
     assert result.returncode == 0, result.output + _allocation_logs(wf)
     seen = {p.read_text().strip() for p in tmp_path.glob("gpu-*.txt")}
-    assert len(seen) >= 2, seen
-    assert all(re.fullmatch(r"[01],[01]", v) for v in seen), seen
+    # Each task sees its worker's own device only (not the node's other one after it).
+    assert seen == {"0", "1"}, seen
     # A GPU task cannot go to the CPU-only test profile: refused before submitting.
     refused = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--force")
     assert refused.returncode == 2 and "asks for 1 GPUs" in refused.stderr
+
+
+def test_shares_of_a_gpu_and_whole_gpus_never_overbook_a_device(tmp_path, hpcflow_slurm):
+    """gpus: 0.5 tasks share a device two at a time, a gpus: 1 task has one to itself;
+    each sees only the device it got (asserted from what the tasks wrote, with their
+    start and end times)."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: shares
+tasks:
+  - name: half
+    foreach: {i: [1, 2, 3, 4, 5, 6]}
+    resources: {gpus: 0.5}
+    command: >-
+      s=$(date +%s.%N); sleep 1;
+      echo "$SLURMD_NODENAME/$CUDA_VISIBLE_DEVICES 0.5 $s $(date +%s.%N)" > half-{i}.txt
+    outputs: ["half-{i}.txt"]
+  - name: whole
+    foreach: {i: [1, 2]}
+    resources: {gpus: 1}
+    command: >-
+      s=$(date +%s.%N); sleep 1;
+      echo "$SLURMD_NODENAME/$CUDA_VISIBLE_DEVICES 1 $s $(date +%s.%N)" > whole-{i}.txt
+    outputs: ["whole-{i}.txt"]
+""",
+    )
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "1", "-q")
+    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    rows = [p.read_text().split() for p in sorted(tmp_path.glob("*-*.txt"))]
+    assert len(rows) == 8 and all(re.fullmatch(r"n\d/[01]", r[0]) for r in rows), rows
+    for device in {r[0] for r in rows}:
+        spans = [(float(r[2]), float(r[3]), float(r[1])) for r in rows if r[0] == device]
+        for start, _, _ in spans:
+            load = sum(share for s, e, share in spans if s <= start < e)
+            assert load <= 1.0, (device, spans)
 
 
 def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
