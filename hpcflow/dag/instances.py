@@ -7,7 +7,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from hpcflow.spec.loader import LoadedWorkflow
-from hpcflow.spec.models import Defaults, Resources, RetryPolicy, SoftwareKeys, TaskSpec
+from hpcflow.spec.models import (
+    Checkpoint,
+    Defaults,
+    Resources,
+    RetryPolicy,
+    SoftwareKeys,
+    TaskSpec,
+)
 from hpcflow.spec.placeholders import Template, value_text
 
 ParamValue = str | int | float | bool | list[str | int | float | bool]
@@ -65,6 +72,8 @@ class TaskTemplate:
     software: SoftwareKeys | None = None
     #: The workflow file's folder (relative image and environment paths start there).
     base_dir: str = ""
+    #: The signal it asks for before the allocation ends (``checkpoint``), if any.
+    checkpoint: Checkpoint | None = None
 
 
 def software_of(spec: TaskSpec, defaults: Defaults) -> SoftwareKeys | None:
@@ -106,6 +115,7 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
                 outputs=tuple(Template.parse(p) for p in spec.outputs),
                 software=software_of(spec, defaults),
                 base_dir=base_dir,
+                checkpoint=spec.checkpoint or defaults.checkpoint,
             )
         )
     return out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -43,6 +44,9 @@ class CallFactory:
     _received: set[int] | None = None
     #: The tasks' software environments (containers, modules, venvs) on this site.
     environments: Environments = field(default_factory=Environments)
+    #: Tasks whose last attempt its checkpoint signal interrupted: they run again with
+    #: HPCFLOW_CONTINUATION=1.
+    continued: set[int] = field(default_factory=set)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -200,6 +204,9 @@ class CallFactory:
             if kind == "python":
                 python_exe = software.python
                 env["PYTHONPATH"] = ensure_worker_code(self.paths.worker_code)
+        if inst.index in self.continued:
+            env["HPCFLOW_CONTINUATION"] = "1"
+        checkpoint = template.checkpoint
         if prefix or (kind != "python" and (outer or inner)):
             program = argv or [] if kind == "argv" else ["bash", "-c", command or ""]
             argv = [*outer, *prefix, *inner, *program]
@@ -230,6 +237,8 @@ class CallFactory:
             wrap=[*outer, *inner] if kind == "python" and (outer or inner) else None,
             python_exe=python_exe,
             gpus=resources.gpus,
+            checkpoint_signal=int(getattr(signal, checkpoint.signal)) if checkpoint else 0,
+            checkpoint_before=checkpoint.before if checkpoint else 0.0,
         )
 
 

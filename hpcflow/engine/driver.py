@@ -26,6 +26,7 @@ from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.checkpoints import signal_attempts
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import kill_on_workers
 from hpcflow.worker.made import outcome_of, run_made
@@ -127,6 +128,9 @@ class Driver:
         self.deadline = deadline
         self.drain_margin = drain_margin
         self._held: set[int] = set()
+        #: Attempts sent their checkpoint signal; whether any task asks for one.
+        self._signalled: set[tuple[int, int]] = set()
+        self._checkpointing = any(t.checkpoint is not None for t in graph.templates)
         self._queued_seconds = 0.0  # estimated work submitted and not yet finished
         self.factory = factory
         self.db = db
@@ -229,6 +233,7 @@ class Driver:
             self.memo.flush_due()
             self._release_retries()
             self._submit_ready()
+            self._signal_checkpoints()
             if self._inflight == 0 and not self._retry_heap:
                 if self._held:
                     log.warning(
@@ -485,10 +490,15 @@ class Driver:
             self._learn(self.graph.instances[i].spec_index, out.ended - out.started)
         new_states = self.ledger.record((out.index, (out,)) for out in outcomes)
         messages = {out.index: out.message for out in outcomes}
+        interrupted = {out.index for out in outcomes if out.state == st.INTERRUPTED}
         ended: list[int] = []
         for i, state in new_states.items():
             self._set_state(i, state)
-            if state == st.SUCCEEDED:
+            if i in interrupted:
+                # Stopped by its checkpoint signal: the continuation goes on from there.
+                self._held.add(i)
+                log.info("%s interrupted before the walltime", self.graph.instances[i].id)
+            elif state == st.SUCCEEDED:
                 self.remaining -= 1
                 self._ended(i)
                 for child in self.dependents[i]:
@@ -515,6 +525,31 @@ class Driver:
                 self._set_state(child, st.SKIPPED)
                 self._ended(child)
             self.remaining -= len(skipped)
+
+    def _signal_checkpoints(self) -> None:
+        """Send each running task that asked for one (``checkpoint:``) its signal, once,
+        when its time before the allocation's end has come; every worker signals those
+        it runs."""
+        if self.deadline is None or not self._checkpointing:
+            return
+        now = time.time()
+        due: dict[int, list[tuple[int, int]]] = {}
+        for calls in list(self._calls_by_key.values()):
+            for call in calls:
+                key = (call.index, call.attempt)
+                if (
+                    call.checkpoint_signal
+                    and key not in self._signalled
+                    and now >= self.deadline - call.checkpoint_before
+                ):
+                    self._signalled.add(key)
+                    due.setdefault(call.checkpoint_signal, []).append(key)
+        for signum, keys in due.items():
+            log.info("checkpoint signal %d to %d task(s) before the walltime", signum, len(keys))
+            try:
+                self.client.run(signal_attempts, keys, signum, wait=False)
+            except Exception as exc:  # a lost worker: its tasks end with it
+                log.warning("could not send the checkpoint signal: %s", exc)
 
     def _estimate(self, i: int) -> float:
         inst = self.graph.instances[i]

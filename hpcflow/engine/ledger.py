@@ -40,6 +40,8 @@ class OutcomeLedger:
         self.factory.forget(inst)
         if final.state == st.CANCELLED:
             return st.CANCELLED
+        if final.state == st.INTERRUPTED:
+            return st.PENDING  # its checkpoint is saved: a continuation goes on from it
         policy = self.graph.template(inst).retries
         return st.PENDING if policy.allows_another(final.attempt) else st.FAILED
 

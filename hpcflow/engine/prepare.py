@@ -189,6 +189,8 @@ def open_run(
         memo.flush()
         log.info("%d task(s) finished by an earlier allocation, from its journal", len(recovered))
     run = [r.state not in (st.SUCCEEDED, st.CACHED) and r.idx not in recovered for r in rows]
+    # Interrupted by their checkpoint signal in an earlier allocation: they continue.
+    factory.continued = db.interrupted_last()
     # Producers decided up to date when the run was made hold their values in earlier runs.
     cached = [r.state == st.CACHED for r in rows]
     entries = memo.load() if any(cached[p] for p in factory.received()) else {}

@@ -32,6 +32,7 @@ STATE_COLOURS: dict[str, str] = {
     st.PENDING: "#b7bcc4",
     st.SKIPPED: "#e49a3c",
     st.CANCELLED: "#e49a3c",
+    st.INTERRUPTED: "#8a6fd1",  # an attempt its checkpoint signal stopped
 }
 
 

@@ -245,12 +245,38 @@ class SoftwareKeys(_Model):
     )
 
 
+#: Signals a task may ask for before its allocation ends.
+CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGALRM")
+
+
+def _signal_name(value: Any) -> Any:
+    if isinstance(value, str):
+        name = value.strip().upper()
+        name = name if name.startswith("SIG") else f"SIG{name}"
+        if name not in CHECKPOINT_SIGNALS:
+            raise ValueError(f"expected one of {', '.join(CHECKPOINT_SIGNALS)}")
+        return name
+    return value
+
+
+class Checkpoint(_Model):
+    """A signal a task gets before its allocation's walltime, to save its state: its
+    attempt is then *interrupted* (not failed), and a continuation allocation runs it
+    again with ``HPCFLOW_CONTINUATION=1``."""
+
+    signal: Annotated[str, BeforeValidator(_signal_name)] = Field(
+        "SIGUSR1", description="the signal: SIGUSR1 (default), SIGUSR2, SIGTERM, SIGINT, ..."
+    )
+    before: Duration = Field(description="how long before the allocation ends it comes, e.g. '5m'")
+
+
 class Defaults(SoftwareKeys):
     """Values every task inherits unless it sets its own."""
 
     resources: Resources = Field(default_factory=lambda: Resources.model_validate({}))
     retries: Retries | None = None
     timeout: Duration | None = None
+    checkpoint: Checkpoint | None = None
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = None
 
@@ -334,6 +360,11 @@ class TaskSpec(SoftwareKeys):
     resources: Resources | None = None
     retries: Retries | None = None
     timeout: Duration | None = Field(None, description="kill the attempt after this long")
+    checkpoint: Checkpoint | None = Field(
+        None,
+        description="batch runs: a signal before the allocation's walltime ({signal: "
+        "SIGUSR1, before: 5m}); the attempt is then interrupted and continued",
+    )
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = Field(None, description="directory the task runs in")
 

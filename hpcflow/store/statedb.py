@@ -101,6 +101,7 @@ PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED = (
     TaskState.SKIPPED,
     TaskState.CACHED,
 )
+INTERRUPTED = TaskState.INTERRUPTED
 FINAL_STATES = frozenset(state for state in TaskState if state.final)
 
 
@@ -420,6 +421,15 @@ class StateDB:
         if not known:
             return []
         return [ValueRow(*r) for r in self._rows("SELECT * FROM attempt_values")]
+
+    def interrupted_last(self) -> set[int]:
+        """Tasks whose latest attempt its checkpoint signal interrupted."""
+        rows = self._rows(
+            "SELECT a.task_idx FROM attempts a WHERE a.state = ? AND a.attempt = "
+            "(SELECT MAX(b.attempt) FROM attempts b WHERE b.task_idx = a.task_idx)",
+            (INTERRUPTED,),
+        )
+        return {int(r[0]) for r in rows}
 
     def all_attempts(self) -> list[AttemptRecord]:
         """Every attempt of the run, in start order (for reports and timelines)."""

@@ -36,6 +36,9 @@ class TaskState(_Vocabulary):
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     CACHED = "cached"
+    #: An attempt's state only: stopped by its checkpoint signal before the walltime
+    #: (the task is pending again, for a continuation allocation).
+    INTERRUPTED = "interrupted"
 
     @property
     def final(self) -> bool:

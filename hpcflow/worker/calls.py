@@ -58,6 +58,10 @@ class TaskCall:
     #: GPUs the attempt needs (a share of one below 1): the worker names the devices it
     #: gets in CUDA_VISIBLE_DEVICES (:mod:`hpcflow.worker.gpus`).
     gpus: float = 0
+    #: ``checkpoint:``: the signal number it gets before the allocation ends (0: none),
+    #: and how many seconds before (the driver sends it).
+    checkpoint_signal: int = 0
+    checkpoint_before: float = 0.0
 
 
 @dataclass(slots=True)

@@ -26,12 +26,16 @@ from typing import IO, Any, TextIO
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
 from hpcflow.store.values import load_value, save_value
+from hpcflow.worker import checkpoints
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
 from hpcflow.worker.values import arguments, encode_call, file_stats
+
+#: How the message of an attempt its checkpoint signal stopped begins.
+INTERRUPTED_BY = "interrupted by"
 
 #: The node, as the batch system names it (logical test nodes share one host name).
 _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
@@ -91,6 +95,8 @@ def conclude_call(
     """After an attempt ran: its outcome from the exit code and the outputs it left."""
     if LIVE.cancelled and exit_code != 0:
         return _finish(call, started, TaskState.CANCELLED, exit_code, peak, "run cancelled")
+    if exit_code != 0 and message and message.startswith(INTERRUPTED_BY):
+        return _finish(call, started, TaskState.INTERRUPTED, exit_code, peak, message)
     if exit_code != 0:
         return _finish(call, started, TaskState.FAILED, exit_code, peak, message)
     outputs_sig, missing = file_signatures(call.outputs)
@@ -131,6 +137,7 @@ def in_process(call: TaskCall) -> bool:
         and not call.wrap
         and os.getcwd() == call.workdir
         and not (call.gpus and len(worker_devices().devices) > 1)
+        and not call.checkpoint_signal  # a thread cannot be sent a signal of its own
     )
 
 
@@ -273,6 +280,8 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     )
     pgid = proc.pid  # start_new_session: the child leads its own group
     LIVE.add(pgid)
+    if call.checkpoint_signal:
+        checkpoints.started(call.index, call.attempt, pgid)
     timer = None
     timed_out = threading.Event()
     if call.timeout is not None:
@@ -296,9 +305,13 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         # Kill stragglers the task left in its group (e.g. backgrounded children).
         signal_group(pgid, signal.SIGKILL)
         LIVE.discard(pgid)
+        interrupted = bool(call.checkpoint_signal) and checkpoints.ended(call.index, call.attempt)
     proc.returncode = os.waitstatus_to_exitcode(status)
     code = proc.returncode
     peak = usage.ru_maxrss * 1024
+    if interrupted and code != 0:
+        name = signal.Signals(call.checkpoint_signal).name
+        return code, peak, f"{INTERRUPTED_BY} {name} before the walltime (exit {code})"
     if timed_out.is_set():
         return (code if code != 0 else -signal.SIGTERM), peak, f"timed out after {call.timeout:g}s"
     if code < 0:

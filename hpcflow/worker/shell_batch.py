@@ -57,6 +57,7 @@ def _fits(call: TaskCall) -> bool:
         call.kind == "shell"
         and call.timeout is None
         and not call.gpus  # its own CUDA_VISIBLE_DEVICES
+        and not call.checkpoint_signal  # a process group of its own to signal
         and all(_NAME.fullmatch(name) for name in (call.env or {}))
     )
 

@@ -78,3 +78,39 @@ tasks:
     status = status_json(slurm_env, None, str(run_dir))
     assert [a["state"] for a in status["allocations"]] == ["timeout", "completed"]
     assert status["counts"] == {"quick": {"succeeded": 1}, "stubborn": {"succeeded": 1}}
+
+
+def test_a_task_warned_before_the_walltime_continues_from_its_checkpoint(tmp_path, slurm_env):
+    """``checkpoint: {signal: SIGUSR1, before: 45s}`` in a 1-minute allocation: the task
+    is signalled, saves its count and exits; its attempt is interrupted (not failed), the
+    allocation ends early, and the continuation runs it with HPCFLOW_CONTINUATION=1,
+    where it finishes from its checkpoint."""
+    import sqlite3
+
+    wf = write_workflow(
+        tmp_path,
+        """
+name: checkpoint
+tasks:
+  - name: long
+    checkpoint: {signal: SIGUSR1, before: 45s}
+    command: >-
+      if [ "${HPCFLOW_CONTINUATION:-}" = 1 ]; then
+      echo "continued from $(cat ckpt)" > out.txt; exit 0; fi;
+      n=0; trap 'echo $n > ckpt; exit 1' USR1;
+      while true; do n=$((n+1)); sleep 0.2; done
+    outputs: [out.txt]
+""",
+    )
+    result = _run_with_resubmit(wf, slurm_env, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    words = (tmp_path / "out.txt").read_text().split()
+    assert words[:2] == ["continued", "from"] and int(words[2]) > 0, words
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    with sqlite3.connect(run_dir / "state.sqlite") as db:
+        attempts = db.execute("SELECT state, message FROM attempts ORDER BY attempt").fetchall()
+    assert [a[0] for a in attempts] == ["interrupted", "succeeded"], attempts
+    assert attempts[0][1].startswith("interrupted by SIGUSR1 before the walltime"), attempts
+    status = status_json(slurm_env, None, str(run_dir))
+    # The first allocation ended early (drained), not at its time limit.
+    assert [a["state"] for a in status["allocations"]] == ["completed", "completed"], status
