@@ -38,6 +38,10 @@ log = logging.getLogger(__name__)
 VALUE_FILES_SECONDS = 300.0
 
 
+#: Longest the driver waits for the workers to send a checkpoint signal.
+SIGNAL_SECONDS = 10.0
+
+
 class Observer(Protocol):
     """Receives progress: per task name, how many tasks are in each state."""
 
@@ -547,7 +551,9 @@ class Driver:
         for signum, keys in due.items():
             log.info("checkpoint signal %d to %d task(s) before the walltime", signum, len(keys))
             try:
-                self.client.run(signal_attempts, keys, signum, wait=False)
+                # Each worker answers at once (it only sends signals); a hung one
+                # must not hold the driver up.
+                self.client.run(signal_attempts, keys, signum, callback_timeout=SIGNAL_SECONDS)
             except Exception as exc:  # a lost worker: its tasks end with it
                 log.warning("could not send the checkpoint signal: %s", exc)
 

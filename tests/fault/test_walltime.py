@@ -4,7 +4,6 @@ new one (``resubmit: true``), which resumes the run and finishes it; nothing is 
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,12 +16,21 @@ pytestmark = pytest.mark.slurm
 def _run_with_resubmit(wf: Path, slurm_env: dict[str, str], timeout: float):
     """``hpcflow run`` of ``wf`` on the test cluster with a 1 min walltime and
     continuation allocations allowed."""
-    return subprocess.run(
-        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf),
-         "--profile", "slurm-test", "--walltime", "1m", "-q"],
-        env={**slurm_env, "HPCFLOW_RESUBMIT": "true"},
-        capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    from tests.conftest import run_cli
+
+    try:
+        return run_cli(
+            ("run", str(wf), "--profile", "slurm-test", "--walltime", "1m", "-q"),
+            {**slurm_env, "HPCFLOW_RESUBMIT": "true"}, None, timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        subprocess.run(["scancel", "--user", "root"], env=slurm_env, check=False)
+        logs = []
+        for run_dir in sorted((wf.parent / ".hpcflow" / "runs").glob("*")):
+            for path in [run_dir / "driver.log", *sorted(run_dir.glob("allocations/*"))]:
+                if path.is_file():
+                    logs.append(f"--- {path.name}\n{path.read_text()[-3000:]}")
+        raise AssertionError(f"hpcflow run did not end in {timeout}s\n" + "\n".join(logs))
 
 
 def test_walltime_drain_then_continuation_allocation(tmp_path, slurm_env):

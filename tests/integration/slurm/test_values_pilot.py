@@ -59,7 +59,10 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     from tests.fault.test_driver_killed import kill_pilot_driver
 
     wf = setup(tmp_path)
-    (tmp_path / "square_sleep").write_text("2")
+    # square[i=0] ends after a second; the others wait for a release that comes only
+    # after the kill (timing alone let all four end first on a busy machine).
+    (tmp_path / "square_sleep").write_text("1")
+    (tmp_path / "square_hold").touch()
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
          "--profile", "slurm-test", "--nodes", "2"],
@@ -78,6 +81,7 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     assert before["total"] == 0 and all(before[f"make[i={i}]"] == 1 for i in range(4)), before
     assert ended and ended < squares, ("the kill came too late to test anything", before)
     (tmp_path / "square_sleep").unlink()
+    (tmp_path / "square_release").touch()
 
     resumed = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")
     assert resumed.returncode == 0, resumed.output
