@@ -79,10 +79,10 @@ class TaskTemplate:
 def software_of(spec: TaskSpec, defaults: Defaults) -> SoftwareKeys | None:
     """``spec``'s software keys over those of ``defaults`` (None when neither sets any)."""
     keys = SoftwareKeys.model_fields
-    merged = {
-        name: getattr(spec, name) if name in spec.model_fields_set else getattr(defaults, name)
-        for name in keys
-    }
+    own = set(spec.model_fields_set)
+    if own & {"venv", "conda"}:
+        own |= {"venv", "conda"}  # one Python environment: the task's replaces the default
+    merged = {name: getattr(spec if name in own else defaults, name) for name in keys}
     if all(value is None for value in merged.values()):
         return None
     return SoftwareKeys.model_validate(merged)

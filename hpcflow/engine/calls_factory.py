@@ -203,7 +203,8 @@ class CallFactory:
             inner = software.inner(inst.workdir, [f"{run_dir}:{run_dir}"], list(env))
             if kind == "python":
                 python_exe = software.python
-                env["PYTHONPATH"] = ensure_worker_code(self.paths.worker_code)
+                code = ensure_worker_code(self.paths.worker_code)
+                env["PYTHONPATH"] = f"{code}:{env['PYTHONPATH']}" if env.get("PYTHONPATH") else code
         if inst.index in self.continued:
             env["HPCFLOW_CONTINUATION"] = "1"
         checkpoint = template.checkpoint

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcflow.envs.containers import ContainerRun, container_argv, mount_spec
-from hpcflow.envs.identity import ImageError, image_identity, is_reference
+from hpcflow.envs.identity import ImageError, image_identity, is_reference, prefix_identity
 from hpcflow.envs.pulls import can_pull, pull_references, sif_name
 from hpcflow.envs.shims import activate_argv, modules_argv
 from hpcflow.envs.site import SiteEnvironment
@@ -132,7 +132,7 @@ class Environments:
             prefix = getattr(software, kind)
             if prefix is not None:
                 activate = (os.path.normpath(os.path.join(base_dir, prefix)), kind)
-                identity += [kind, activate[0]]
+                identity += [kind, activate[0], prefix_identity(activate[0])]
         variables: tuple[tuple[str, str], ...] = ()
         if container is not None and self.site.cache:
             if container.runtime in ("apptainer", "singularity"):

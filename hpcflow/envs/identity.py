@@ -64,3 +64,20 @@ def _podman_id(command: str, image: str) -> str:
             hint=f"pull or build it first (`{command} pull {image}`)",
         )
     return f"podman:{done.stdout.strip()}"
+
+
+def prefix_identity(prefix: str) -> str:
+    """What identifies a Python environment's contents: the packages installed in it by
+    name and version (a venv's ``*.dist-info`` folders, a conda prefix's ``conda-meta``
+    records), so installing or upgrading one re-runs its tasks."""
+    names: list[str] = []
+    conda_meta = os.path.join(prefix, "conda-meta")
+    if os.path.isdir(conda_meta):
+        names += [n for n in os.listdir(conda_meta) if n.endswith(".json")]
+    lib = os.path.join(prefix, "lib")
+    for folder in sorted(os.listdir(lib)) if os.path.isdir(lib) else []:
+        site = os.path.join(lib, folder, "site-packages")
+        if folder.startswith("python") and os.path.isdir(site):
+            names += [n for n in os.listdir(site) if n.endswith((".dist-info", ".egg-info"))]
+    digest = hashlib.sha256("\0".join(sorted(names)).encode()).hexdigest()
+    return f"packages:{digest}"

@@ -244,6 +244,12 @@ class SoftwareKeys(_Model):
         None, min_length=1, description="a conda environment's prefix (folder) to activate"
     )
 
+    @model_validator(mode="after")
+    def _one_python_environment(self) -> SoftwareKeys:
+        if self.venv is not None and self.conda is not None:
+            raise ValueError("give one of 'venv' and 'conda': a task activates one environment")
+        return self
+
 
 #: Signals a task may ask for before its allocation ends.
 CHECKPOINT_SIGNALS = ("SIGUSR1", "SIGUSR2", "SIGTERM", "SIGINT", "SIGHUP", "SIGALRM")

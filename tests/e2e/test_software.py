@@ -299,6 +299,12 @@ tasks:
     assert (tmp_path / "tool.txt").read_text() == f"envtool in {tmp_path / 'env'}\n"
     run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
     assert hpcflow_api.load_result(run_dir, "py") == str(tmp_path / "env")
+    assert "0 ran, 2 up to date" in hpcflow("run", str(wf), "-q").stdout
+    # A package installed into the venv re-runs the tasks that use it.
+    (site,) = (tmp_path / "env" / "lib").glob("python*/site-packages")
+    (site / "newpkg-1.0.dist-info").mkdir()
+    again = hpcflow("run", str(wf), "-q")
+    assert again.returncode == 0 and "2 ran, 0 up to date" in again.stdout, again.output
 
 
 FAKE_APPTAINER = r"""#!/bin/sh

@@ -185,3 +185,22 @@ def test_apptainer_pulls_into_the_profile_cache():
     assert env is not None and env.variables == (("SINGULARITY_CACHEDIR", "/scratch/images"),)
     other = Environments(site).of(0, _software(venv="/v"), "/flow")
     assert other is not None and other.variables == ()
+
+
+def test_one_python_environment_per_task_and_the_task_s_own_wins(tmp_path):
+    from hpcflow.dag.instances import software_of
+    from hpcflow.errors import SpecError
+    from hpcflow.spec.loader import load_workflow
+    from hpcflow.spec.models import Defaults, TaskSpec
+
+    wf = tmp_path / "workflow.yaml"
+    wf.write_text("name: w\ntasks:\n  - name: t\n    command: x\n    venv: a\n    conda: b\n")
+    with pytest.raises(SpecError) as caught:
+        load_workflow(wf)
+    said = str(caught.value)
+    assert "workflow.yaml:3:5: tasks[0]" in said and "give one of 'venv' and 'conda'" in said
+    defaults = Defaults.model_validate({"venv": "/v", "modules": ["m"]})
+    task = TaskSpec.model_validate({"name": "t", "command": "x", "conda": "/c"})
+    merged = software_of(task, defaults)
+    assert merged is not None
+    assert (merged.venv, merged.conda, merged.modules.load) == (None, "/c", ["m"])
