@@ -66,7 +66,7 @@ def _workflow(variant: str, n: int) -> str:
     return (
         f"name: bench-{variant}\ntasks:\n  - name: t\n    foreach: {{i: {{range: [0, {n}]}}}}\n"
         + TASK[variant]
-        + "    outputs: [\"out_{i}.txt\"]\n"
+        + '    outputs: ["out_{i}.txt"]\n'
     )
 
 
@@ -166,9 +166,7 @@ def main() -> int:
     lines += ["", "Raw start of each runtime (median, no hpcflow):", ""]
     lines += [f"- `{name}`: {seconds * 1000:.1f} ms" for name, seconds in raw.items()]
     if "podman" not in variants:
-        lines.append(
-            "- Podman: not measured, `podman run` does not work on this machine."
-        )
+        lines.append("- Podman: not measured, `podman run` does not work on this machine.")
     lines += ["", f"<!-- /section:{SECTION} -->", ""]
     write_section(args.out, "\n".join(lines), SECTION)
     print("\n".join(lines))
