@@ -69,9 +69,12 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     if take_lock:
         lock.acquire({"pid": os.getpid(), "host": socket.gethostname(), "run_id": "starting"})
     try:
-        memo = Memo(root.memo_db, key)
-        # Successes of earlier runs that were killed before they committed them.
-        memo.fold_journals(root.journal_dir(key))
+        if options.dry_run:  # decides as a run would, writes nothing
+            memo = Memo.preview(root.memo_db, key, root.journal_dir(key))
+        else:
+            memo = Memo(root.memo_db, key)
+            # Successes of earlier runs that were killed before they committed them.
+            memo.fold_journals(root.journal_dir(key))
         environments = Environments(options.site, images=root.images)
         factory = CallFactory(graph, environments=environments)
         check_environments(factory, pull=not options.dry_run)

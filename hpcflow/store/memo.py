@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from hpcflow.store.sqlite import BatchedWriter, connect_writer
+from hpcflow.store.sqlite import BatchedWriter, connect_reader, connect_writer
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,8 @@ class Memo(BatchedWriter):
     :meth:`flush` and :meth:`close` commit)."""
 
     def __init__(self, path: Path, workflow_key: str) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if str(path) != ":memory:":
+            path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect_writer(path)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
@@ -49,6 +50,28 @@ class Memo(BatchedWriter):
         )
         super().__init__(conn)
         self._key = workflow_key
+
+    @classmethod
+    def preview(cls, path: Path, workflow_key: str, journals: Path) -> Memo:
+        """The memo as a run would see it, for a dry run: the file's entries and the
+        successes in ``journals``, held in memory. Writes nothing: the file is only read,
+        the journals stay (a running run may still be writing them)."""
+        memo = cls(Path(":memory:"), workflow_key)
+        if path.exists():
+            conn = connect_reader(path)
+            try:
+                rows = conn.execute("SELECT * FROM memo WHERE workflow = ?", (workflow_key,))
+                memo.write("INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)", list(rows))
+            finally:
+                conn.close()
+        try:
+            files = sorted(p for p in journals.iterdir() if p.name.endswith(".jsonl"))
+        except FileNotFoundError:
+            files = []
+        for journal in files:
+            memo.record(read_journal(journal, journal.name.split(".", 1)[0]))
+        memo.flush()
+        return memo
 
     def load(self) -> dict[str, MemoEntry]:
         rows = self.read(

@@ -78,3 +78,13 @@ def test_status_logs_runs(tmp_path, hpcflow):
     assert run_id in runs
     unknown = hpcflow("logs", run_id, "zzz")
     assert unknown.returncode == 2 and "no task 'zzz'" in unknown.stderr
+
+
+def test_a_dry_run_writes_nothing(tmp_path, hpcflow):
+    wf = tmp_path / "workflow.yaml"
+    wf.write_text("name: w\ntasks:\n  - name: a\n    command: 'true'\n")
+    result = hpcflow("run", str(wf), "--dry-run")
+    assert result.returncode == 0, result.output
+    assert "1 of 1 tasks would run" in result.stdout
+    # Neither the workflow's .hpcflow/ (memo, journals) nor the user's run index.
+    assert [p.name for p in tmp_path.iterdir()] == ["workflow.yaml"]

@@ -323,3 +323,35 @@ def test_a_driver_killed_in_a_commit_leaves_its_last_commit(tmp_path, monkeypatc
     # ... and the next writer (the resuming run's) finds the last commit whole.
     st.StateDB(paths.state_db).close()
     assert _reader_states(paths) == [st.PENDING] * 200
+
+
+def test_a_dry_run_memo_sees_the_file_and_the_journals_and_writes_neither(tmp_path):
+    """Memo.preview: what a run would decide from (the memo file's entries and the
+    successes journaled by a killed run), in memory; the file and journals are left
+    exactly as they were (a live run may still be appending to a journal)."""
+    from hpcflow.store.memo import Memo, MemoEntry
+    from hpcflow.worker.calls import Outcome
+    from hpcflow.worker.journal import close_journals, note_success
+    from tests.conftest import task_call
+
+    db = tmp_path / "memo.sqlite"
+    memo = Memo(db, "wf")
+    memo.record([MemoEntry("a", "fa", {}, {}, "run1")])
+    memo.close()
+    journals = tmp_path / "journal"
+    call = task_call(tmp_path, 1, "true", task_id="b", fingerprint="fb")
+    call.journal = str(journals / "run2")
+    note_success(call, Outcome(1, 1, "succeeded", 0, 0.0, 1.0))
+    close_journals()
+    before = {p: p.read_bytes() for p in [db, *journals.iterdir()]}
+
+    preview = Memo.preview(db, "wf", journals)
+    entries = preview.load()
+    preview.close()
+    assert {k: (e.fingerprint, e.run_id) for k, e in entries.items()} == {
+        "a": ("fa", "run1"),
+        "b": ("fb", "run2"),
+    }
+    assert {p: p.read_bytes() for p in [db, *journals.iterdir()]} == before
+    assert Memo.preview(tmp_path / "none.sqlite", "wf", tmp_path / "no-journals").load() == {}
+    assert not (tmp_path / "none.sqlite").exists()
