@@ -94,6 +94,7 @@ def command(
     from hpcflow.modes.follow import Follow
     from hpcflow.modes.local import run_local
     from hpcflow.modes.registry import mode_of, runner_for
+    from hpcflow.spec.units import format_elapsed
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
     from hpcflow.store.states import RunStatus
@@ -198,7 +199,7 @@ def command(
     cached = sum(c.get(st.CACHED, 0) for c in counts.values())
     out.print(
         f"[{style}]{verdict}[/{style}]: {done} ran, {cached} up to date, "
-        f"{len(failed_rows)} failed of {total} tasks in {summary.elapsed:.1f}s "
+        f"{len(failed_rows)} failed of {total} tasks in {format_elapsed(summary.elapsed)} "
         f"· run dir {paths.run_dir}",
         highlight=False,
         soft_wrap=True,

@@ -95,6 +95,19 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
+def format_elapsed(seconds: float) -> str:
+    """A run's wall time for people: ``"320 ms"``, ``"4.2s"``, ``"12m 05s"``, ``"2h 03m"``."""
+    if seconds < 1:
+        return f"{max(seconds, 0.0) * 1000:.0f} ms"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
 def format_memory(num_bytes: int) -> str:
     """Bytes → a short human string (``1.5 GiB``)."""
     size = float(num_bytes)

@@ -16,7 +16,13 @@ from hpcflow.dag import build_graph
 from hpcflow.errors import HpcflowError, SpecError, SpecProblem
 from hpcflow.spec import load_workflow, parse_workflow
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
-from hpcflow.spec.units import format_duration, format_memory, parse_duration, parse_memory
+from hpcflow.spec.units import (
+    format_duration,
+    format_elapsed,
+    format_memory,
+    parse_duration,
+    parse_memory,
+)
 
 FILE = "wf.yaml"
 MiB = 1024**2
@@ -1173,3 +1179,11 @@ def test_defaults_without_any_setting() -> None:
     assert template.timeout is None
     assert template.env == {}
     assert template.resources.cpus == 1
+
+
+def test_a_run_s_wall_time_reads_well_at_every_scale() -> None:
+    assert format_elapsed(0.0123) == "12 ms"
+    assert format_elapsed(0.32) == "320 ms"
+    assert format_elapsed(4.24) == "4.2s"
+    assert format_elapsed(725) == "12m 05s"
+    assert format_elapsed(7380) == "2h 03m"
