@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import RunError
-from hpcflow.store.paths import RunPaths
+from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import list_runs
 from hpcflow.store.statedb import StateDB
@@ -18,7 +18,8 @@ from hpcflow.store.states import RunStatus
 def find_run(ref: str | None) -> RunPaths:
     """A run by directory path, by run id (or unique prefix), or the latest one.
 
-    ``latest`` (or no reference at all) names the most recent run.
+    ``latest`` (or no reference at all) names the most recent run of the workflows in
+    the current folder, or, when there is none, the user's most recent run anywhere.
     """
     if ref == "latest":
         ref = None
@@ -32,6 +33,11 @@ def find_run(ref: str | None) -> RunPaths:
         if len(matches) > 1:
             raise RunError(f"{ref!r} matches {len(matches)} runs", hint="give more of the run id")
         raise RunError(f"no run {ref!r}", hint="`hpcflow runs` lists the known runs")
+    here = StateRoot.in_folder(Path.cwd()).runs
+    if here.is_dir():  # run ids start with their time: the last in name order is newest
+        local = sorted(p.name for p in here.iterdir() if RunPaths(here / p.name).state_db.exists())
+        if local:
+            return RunPaths((here / local[-1]).resolve())
     runs = [r for r in list_runs() if RunPaths(r.run_dir).state_db.exists()]
     if not runs:
         raise RunError("no runs yet", hint="start one with `hpcflow run WORKFLOW.yaml`")

@@ -88,3 +88,28 @@ def test_a_dry_run_writes_nothing(tmp_path, hpcflow):
     assert "1 of 1 tasks would run" in result.stdout
     # Neither the workflow's .hpcflow/ (memo, journals) nor the user's run index.
     assert [p.name for p in tmp_path.iterdir()] == ["workflow.yaml"]
+
+
+def test_status_and_report_default_to_the_latest_run_in_this_folder(tmp_path, env, hpcflow):
+    """Without RUN, status and report take the newest run of the workflows in the current
+    folder (not a newer one of the same user elsewhere); where the folder has none, the
+    user's newest run anywhere."""
+    from tests.conftest import run_cli
+
+    dirs = {}
+    for name in ("a", "b"):  # b's run is the newer one
+        folder = tmp_path / name
+        folder.mkdir()
+        wf = folder / "workflow.yaml"
+        wf.write_text(f"name: {name}\ntasks:\n  - name: t\n    command: 'true'\n")
+        assert hpcflow("run", str(wf), "-q").returncode == 0
+        (dirs[name],) = (folder / ".hpcflow" / "runs").iterdir()
+    status = run_cli(("status", "--json"), env, tmp_path / "a")
+    assert status.returncode == 0, status.output
+    assert json.loads(status.stdout)["run_dir"] == str(dirs["a"].resolve())
+    report = run_cli(("report",), env, tmp_path / "a")
+    assert report.returncode == 0 and str(dirs["a"].resolve()) in report.output, report.output
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    status = run_cli(("status", "--json"), env, elsewhere)
+    assert json.loads(status.stdout)["run_dir"] == str(dirs["b"].resolve())
