@@ -132,3 +132,14 @@ def failures_renderable(paths: RunPaths, rows: list[st.TaskRow], limit: int = 10
     if len(rows) > limit:
         parts.append(Text(f"  … and {len(rows) - limit} more (hpcflow status --json)"))
     return Group(*parts)
+
+
+def short_path(path: str, width: int) -> str:
+    """``path`` for a narrow column: the home folder as ``~``, and when still longer than
+    ``width``, its end (the file name matters most) after an ellipsis."""
+    home = str(Path.home())
+    if home != "/" and (path == home or path.startswith(home + "/")):
+        path = "~" + path[len(home) :]
+    if len(path) <= width:
+        return path
+    return "…" + path[len(path) - max(1, width - 1) :]

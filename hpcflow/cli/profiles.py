@@ -58,9 +58,18 @@ def list_command(show_all: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
+    # Names and where each came from never wrap (a shipped profile says only that); a
+    # path too long keeps its end; descriptions wrap in what is left.
+    console = Console(soft_wrap=False)
     table = Table(box=None, pad_edge=False)
     for column in ("name", "backend", "mode", "description", "from"):
-        table.add_column(column, style="bold" if column == "name" else None, overflow="fold")
+        table.add_column(
+            column,
+            style="bold" if column == "name" else None,
+            no_wrap=column != "description",
+            overflow="fold" if column == "description" else "ellipsis",
+            ratio=1 if column == "description" else None,
+        )
     for row in rows:
         name = row["name"] + (" (hidden)" if row["shadowed"] else "")
         about = (
@@ -73,9 +82,19 @@ def list_command(show_all: bool, as_json: bool) -> None:
             Text(row["backend"] or "?"),
             Text(row["mode"] or "?"),
             about,
-            Text(f"{row['origin']}: {row['location']}"),
+            Text(_origin(row["origin"], str(row["location"]), console.width // 3)),
         )
-    Console(soft_wrap=False).print(table)
+    console.print(table)
+
+
+def _origin(origin: str, location: str, width: int) -> str:
+    """Where a profile came from, short: ``shipped``, or the search step and its file
+    (``~`` for the home folder, the file's end when long)."""
+    from hpcflow.cli.console import short_path
+
+    if origin == "shipped":
+        return "shipped"
+    return f"{origin}: {short_path(location, max(12, width - len(origin) - 2))}"
 
 
 def _parse_set(

@@ -15,27 +15,36 @@ def command(last: int) -> None:
     from rich.table import Table
 
     from hpcflow.cli._common import read_run
+    from hpcflow.cli.console import short_path
     from hpcflow.errors import RunError
     from hpcflow.store.paths import RunPaths
     from hpcflow.store.registry import list_runs
 
-    table = Table(box=None)
-    for column in ("run", "started", "status", "tasks", "workflow"):
-        table.add_column(column)
+    console = Console()
+    cells: list[list[str]] = []
+    workflows: list[tuple[str, str]] = []
     for entry in list_runs()[-last:]:
         try:
             view = read_run(RunPaths(entry.run_dir))
         except RunError:
             continue
         total = sum(sum(c.values()) for c in view.counts.values())
-        table.add_row(
-            entry.run_id,
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.started)),
-            view.status,
-            str(total),
-            entry.workflow + engine_note(view.meta),
-        )
-    Console().print(table)
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started))
+        cells.append([entry.run_id, started, str(view.status), str(total)])
+        workflows.append((entry.workflow, engine_note(view.meta)))
+    # Ids, dates and paths never wrap: a path too long for what is left keeps its end.
+    widths = [max([len(head), *(len(row[k]) for row in cells)]) for k, head in enumerate(HEADS[:4])]
+    room = max(20, console.width - sum(w + 2 for w in widths) - 1)
+    table = Table(box=None, pad_edge=False)
+    for column in HEADS:
+        table.add_column(column, no_wrap=True)
+    for row, (workflow, note) in zip(cells, workflows, strict=True):
+        table.add_row(*row, short_path(workflow, room - len(note)) + note)
+    console.print(table)
+
+
+#: The columns of `hpcflow runs`.
+HEADS = ("run", "started", "status", "tasks", "workflow")
 
 
 def engine_note(meta: dict[str, object]) -> str:

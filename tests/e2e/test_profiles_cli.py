@@ -36,7 +36,9 @@ def test_list_shows_shipped_and_user_profiles(hpcflow, user_profiles):
     assert result.returncode == 0, result.output
     lines = result.stdout.splitlines()
     for name in ("local", "slurm-gpu", "slurm-test", "pbs"):
-        assert any(line.startswith(f"{name} ") and "shipped:" in line for line in lines), name
+        assert any(
+            line.startswith(f"{name} ") and line.rstrip().endswith("shipped") for line in lines
+        )
     assert any(
         line.startswith("mysite ") and "my site" in line and "user:" in line for line in lines
     )
@@ -146,3 +148,25 @@ def test_errors_are_messages_with_exit_code_2(
     assert "Traceback" not in result.output
     for text in expected:
         assert text in result.stderr
+
+
+def test_list_and_runs_fit_80_columns(hpcflow, env, user_profiles, tmp_path):
+    """Names, run ids, dates and paths never wrap in an 80-column terminal; descriptions
+    may, and a long path keeps its end."""
+    deep = user_profiles / "mysite.yaml"
+    deep.write_text(SITE)
+    env["COLUMNS"] = "80"
+    listed = hpcflow("profiles", "list").stdout.splitlines()
+    assert all(len(line) <= 80 for line in listed), listed
+    mine = next(line for line in listed if line.startswith("mysite "))
+    assert "user: " in mine and mine.rstrip().endswith("mysite.yaml"), mine
+    folder = tmp_path / ("a-folder-with-a-rather-long-name-" * 3)
+    folder.mkdir()
+    wf = folder / "workflow.yaml"
+    wf.write_text("name: w\ntasks:\n  - name: t\n    command: 'true'\n")
+    assert hpcflow("run", str(wf), "-q").returncode == 0
+    (run_dir,) = (folder / ".hpcflow" / "runs").iterdir()
+    lines = hpcflow("runs").stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines), lines
+    assert len(lines) == 2 and lines[1].startswith(run_dir.name + " ")
+    assert "…" in lines[1] and lines[1].rstrip().endswith("-/workflow.yaml"), lines
