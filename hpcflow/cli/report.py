@@ -16,7 +16,8 @@ import click
     help="Where to write the page (default: RUN_DIR/report.html).",
 )
 def command(run: str | None, output: Path | None) -> None:
-    """Write an HTML report of RUN (default: the latest run): DAG, timeline, tasks, costs."""
+    """Write an HTML report of RUN (default: the latest run in this folder, else anywhere):
+    DAG, timeline, tasks, costs."""
     from hpcflow.cli._common import find_run
     from hpcflow.report.data import collect
     from hpcflow.report.html import render

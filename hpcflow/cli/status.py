@@ -27,7 +27,8 @@ FINAL = tuple(status for status in RunStatus if status.final)
     help="Seconds between refreshes with --watch.",
 )
 def command(run: str | None, as_json: bool, watch: bool, interval: float) -> None:
-    """Show RUN (a run id, its prefix, or a run directory; default: the latest run)."""
+    """Show RUN (a run id, its prefix, or a run directory; default: the latest run of
+    the workflows in this folder, else your latest anywhere)."""
     from rich.console import Console
 
     from hpcflow.cli._common import find_run
