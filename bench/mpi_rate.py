@@ -94,16 +94,17 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="hpcflow-mpi-rate-") as tmp:
-        os.environ["HPCFLOW_HOME"] = str(Path(tmp) / "home")
-        cluster = start_cluster()
-        try:
-            for kind in ("mpi", "single"):
-                row = measure(kind, args.n, cluster, Path(tmp))
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-        finally:
-            cluster.stop()
+    cluster = start_cluster()
+    try:
+        # The nodes see the cluster's shared volume (GlusterFS), not this machine's /tmp.
+        tmp = Path(tempfile.mkdtemp(prefix="hpcflow-mpi-rate-", dir=cluster.shared))
+        os.environ["HPCFLOW_HOME"] = str(tmp / "home")
+        for kind in ("mpi", "single"):
+            row = measure(kind, args.n, cluster, tmp)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    finally:
+        cluster.stop()
     write_section(Path(args.out), section(rows), SECTION)
     print(f"wrote {args.out}")
     return 0 if all(r["ok"] for r in rows) else 1
