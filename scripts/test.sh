@@ -19,6 +19,8 @@ command -v podman >/dev/null || need_apt+=(podman)
 command -v runc >/dev/null || need_apt+=(runc)
 [ -r /usr/share/lmod/lmod/init/bash ] || need_apt+=(lmod)
 dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
+# SquashFS images for Charliecloud.
+command -v mksquashfs >/dev/null || need_apt+=(squashfs-tools)
 if [ "${#need_apt[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null

@@ -34,7 +34,7 @@ from hpcflow.bootstrap.roles import (
     role_for,
     worker_local_index,
 )
-from hpcflow.bootstrap.workers import record_workers
+from hpcflow.bootstrap.workers import await_workers, record_workers
 from hpcflow.errors import HpcflowError
 from hpcflow.launchers import environment
 from hpcflow.store.paths import RunPaths
@@ -413,7 +413,7 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             security=security_for(run_dir, config.transport),
         )
         started = time.monotonic()
-        client.wait_for_workers(config.workers_expected, timeout=config.worker_wait_timeout)
+        await_workers(client, config.workers_expected, config.worker_wait_timeout, paths)
         slots = sum(client.nthreads().values())
         log.info(
             "run %s: %d workers, %d slots ready after %.1fs",

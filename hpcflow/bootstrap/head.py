@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
+from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
 
 log = logging.getLogger("hpcflow.bootstrap")
@@ -77,7 +78,9 @@ def supervise(
         return 2
     # An address left by an earlier allocation of the same batch job (a second run in
     # your own allocation) must not be taken for this scheduler's.
-    RunPaths(run_dir).scheduler_address.unlink(missing_ok=True)
+    paths = RunPaths(run_dir)
+    paths.scheduler_address.unlink(missing_ok=True)
+    paths.worker_launch_end.unlink(missing_ok=True)
     children: dict[str, subprocess.Popen[bytes]] = {}
     received: list[int] = []
 
@@ -101,7 +104,7 @@ def supervise(
                 _stop(children, kill_after)
                 return 127
             log.info("%s started (pid %d): %s", name, children[name].pid, " ".join(argv))
-        return _wait(children, received, grace, kill_after, poll)
+        return _wait(children, received, grace, kill_after, poll, paths)
     finally:
         for signum in FORWARDED:
             signal.signal(signum, signal.SIG_DFL)
@@ -113,6 +116,7 @@ def _wait(
     grace: float,
     kill_after: float,
     poll: float,
+    paths: RunPaths,
 ) -> int:
     codes: dict[str, int] = {}
     over_at: float | None = None  # when the run in this allocation was over
@@ -129,6 +133,9 @@ def _wait(
             log.log(level, "%s ended with exit status %d", name, codes[name])
             if name == "workers" and "driver" not in codes:
                 log.log(level, "the worker launch has ended; the driver goes on without it")
+                write_json_atomic(
+                    paths.worker_launch_end, {"exit_status": codes[name], "ended": time.time()}
+                )
             if over_at is None and (name == "driver" or (name == "scheduler" and code != 0)):
                 over_at = time.monotonic()
         if over_at is not None and len(codes) < len(children):

@@ -1,20 +1,71 @@
-"""workers.json: what each Dask worker of an allocation actually runs with.
+"""The driver and its allocation's workers: waiting for them, and recording them.
 
-Written once by the driver when the workers have arrived, so that a user (and the
-tests) can check that the profile's worker settings reached the workers, without
-connecting to the cluster.
+``workers.json`` (what each Dask worker actually runs with) is written once by the
+driver when the workers have arrived, so that a user (and the tests) can check that the
+profile's worker settings reached the workers, without connecting to the cluster.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
+from hpcflow.errors import RunError
 from hpcflow.store.atomic import write_json_atomic
+from hpcflow.store.paths import RunPaths
 
 log = logging.getLogger(__name__)
+
+
+#: Seconds between looks at whether the workers' launch has ended.
+LAUNCH_CHECK = 1.0
+
+
+def await_workers(client: Any, expected: int, timeout: float, paths: RunPaths) -> None:
+    """Wait until ``expected`` workers have joined the scheduler.
+
+    Raises
+    ------
+    RunError
+        ``timeout`` passed, or the workers' launch (srun, mpirun) ended first: its ranks
+        are gone and no other worker will come, so waiting on would only hide its error.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            client.wait_for_workers(expected, timeout=max(0.1, min(LAUNCH_CHECK, left)))
+            return
+        except TimeoutError:
+            pass
+        arrived = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        ended = _launch_end(paths)
+        if ended is not None:
+            raise RunError(
+                f"the workers' launch ended (exit status {ended}) with {arrived} of "
+                f"{expected} workers arrived",
+                hint=f"its messages are in the allocation's stderr log in {paths.allocations_dir}",
+            )
+        if left <= LAUNCH_CHECK:
+            raise RunError(
+                f"only {arrived} of {expected} workers arrived within {timeout:.0f}s",
+                hint=(
+                    "a node may be slow to start its workers, or their launch is blocked: see "
+                    f"the allocation's stderr log under {paths.allocations_dir}"
+                ),
+            )
+
+
+def _launch_end(paths: RunPaths) -> int | None:
+    """The exit status of the workers' launch once the head has seen it end."""
+    try:
+        return int(json.loads(paths.worker_launch_end.read_text(encoding="utf-8"))["exit_status"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def describe_worker(dask_worker: Any) -> dict[str, Any]:

@@ -65,7 +65,12 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     "--workers > 1.",
 )
 @click.option("--dry-run", is_flag=True, help="Print the plan; run nothing.")
-@click.option("-q", "--quiet", is_flag=True, help="No live progress; only the summary line.")
+@click.option(
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No live progress and no table: failed tasks, if any, and the summary line.",
+)
 def command(
     workflow: Path,
     profile: str | None,
@@ -194,7 +199,8 @@ def command(
         out.print(ui.counts_table(counts, order, title=f"run {summary.run_id}"))
         if failed_rows:
             out.print()
-            ui.failures(out, paths, failed_rows)
+    if failed_rows:
+        ui.failures(out, paths, failed_rows)
     done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
     cached = sum(c.get(st.CACHED, 0) for c in counts.values())
     out.print(

@@ -73,12 +73,14 @@ def container_argv(run: ContainerRun, workdir: str, env_names: Sequence[str] = (
         # The container runs under conmon, not under `podman run`: killing the task's
         # process group would leave it running. A small supervisor kills it by name.
         # -i: a python task's call comes on standard input; host network: Dask and MPI
-        # addresses are the node's; labels off: the mounts are the host's own folders.
+        # addresses are the node's; labels off: the mounts are the host's own folders;
+        # never pull: the image was checked before the run (a pull per task would be a
+        # registry storm, and a missing image fails at once, not after pull retries).
         name = f"hpcflow-{uuid.uuid4().hex[:16]}"
         argv = [
             "/bin/sh", "-c", _PODMAN_SUPERVISOR, "hpcflow-podman", name,
             run.command, "run", "--name", name, "--rm", "-i", "--network=host",
-            "--security-opt=label=disable",
+            "--security-opt=label=disable", "--pull=never",
         ]  # fmt: skip
         for mount in run.mounts:
             argv += ["-v", mount]

@@ -63,6 +63,11 @@ log = logging.getLogger(__name__)
 #: file counts as missing (the file is written before the job exits; a shared file
 #: system may show it a little later). Two poll intervals when those are longer.
 OUTCOME_GRACE = 2.0
+#: Least seconds an array may be reported ended before an element never seen starting
+#: counts as never started. An array's status is not always all of its elements': SLURM's
+#: qsub wrapper reports the array's id as its last element alone, which can end while an
+#: element of the same wave is still starting on a busy node.
+UNSTARTED_ELEMENT_GRACE = 30.0
 
 #: Seconds between two rounds of the follow loop (file checks are cheap; the batch
 #: system is asked only when the poller is due).
@@ -168,6 +173,7 @@ class JobsFollower:
         )
         self.hold_until = 0.0
         self.grace = max(OUTCOME_GRACE, 2 * profile.poll_interval)
+        self.unstarted_grace = max(UNSTARTED_ELEMENT_GRACE, self.grace)
         self.transient_failures = 0
         self.announced = False
         pending = [i for i, s in enumerate(self.state) if s == st.PENDING]
@@ -496,7 +502,9 @@ class JobsFollower:
                 if seen is None or not self.poller.settled([watched]):
                     continue
                 first = self.ended_since.setdefault(watched, now)
-                if now - first >= self.grace:
+                array = len(job.unit.indices) > 1
+                grace = self.grace if started or not array else self.unstarted_grace
+                if now - first >= grace:
                     lost.append((i, seen, started))
         if lost:
             self._collect()  # a last look for outcome files written meanwhile

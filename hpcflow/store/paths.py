@@ -146,6 +146,13 @@ class RunPaths:
         return self.run_dir / "scheduler.json"
 
     @property
+    def worker_launch_end(self) -> Path:
+        """Pilot mode: written by the head when the workers' launch (srun, mpirun) has
+        ended, with its exit status, so the driver stops waiting for workers that will
+        never come."""
+        return self.run_dir / "worker-launch-ended.json"
+
+    @property
     def workers_record(self) -> Path:
         """Pilot mode: each Dask worker's effective settings, written once they arrive."""
         return self.run_dir / "workers.json"

@@ -39,6 +39,18 @@ def busybox_rootfs(dest: Path, name: str, mount_points: list[str]) -> Path:
     return dest
 
 
+def squashfs_image(rootfs: Path, dest: Path) -> Path:
+    """``rootfs`` packed into one SquashFS file at ``dest``, which ``ch-run`` mounts
+    itself (its own squashfuse). Needs ``mksquashfs`` (squashfs-tools)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mksquashfs", str(rootfs), str(dest), "-noappend", "-all-root", "-quiet",
+         "-no-progress", "-processors", "1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return dest
+
+
 def python_rootfs(dest: Path, name: str, mount_points: list[str]) -> tuple[Path, str]:
     """A busybox image that can run this machine's Python once its prefix (the second
     item, to mount at the same path) is mounted in."""

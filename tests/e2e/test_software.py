@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 import hpcflow as hpcflow_api
-from tests.conftest import write_workflow
-from tests.e2e.software_images import busybox_rootfs, lmod_tree, python_rootfs
+from tests.conftest import left_with, write_workflow
+from tests.e2e.software_images import busybox_rootfs, lmod_tree, python_rootfs, squashfs_image
 from tests.slurm_cluster import slurm_required
 
 _MISSING = shutil.which("ch-run") is None or not Path("/usr/share/lmod/lmod/init/bash").exists()
@@ -139,6 +139,39 @@ tasks:
     assert "no usable python3 in the task's environment" in result.stdout, result.output
     log = next((tmp_path / ".hpcflow" / "runs").glob("*/tasks/py/1.err")).read_text()
     assert "hpcflow: no python3 in this environment" in log
+
+
+@pytest.mark.skipif(
+    shutil.which("mksquashfs") is None and not slurm_required(),
+    reason="needs squashfs-tools (scripts/test.sh installs it)",
+)
+def test_a_squashfs_image_runs_its_task_and_a_timeout_leaves_nothing(tmp_path, hpcflow):
+    """Charliecloud on one SquashFS file (ch-run mounts it through its own squashfuse,
+    a process of its own): the task sees the image, and a task that overruns its timeout
+    is killed with everything it started, the mount's process included."""
+    rootfs = busybox_rootfs(tmp_path / "rootfs", "squashed", [str(tmp_path)])
+    squashfs_image(rootfs, tmp_path / "images" / "sq.sqfs")
+    marker = f"hpcflow-squash-{tmp_path.name}"
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: squash
+tasks:
+  - name: inside
+    container: {{image: images/sq.sqfs, runtime: charliecloud}}
+    command: cat /hpcflow-image > sq.txt
+    outputs: [sq.txt]
+  - name: stuck
+    container: images/sq.sqfs   # a .sqfs file goes to Charliecloud
+    timeout: 3s
+    command: sleep 120 && echo {marker}
+""",
+    )
+    result = hpcflow("run", str(wf))
+    assert result.returncode == 1, result.output
+    assert (tmp_path / "sq.txt").read_text() == "squashed\n"
+    assert "stuck" in result.stdout and "timed out after 3s" in result.stdout, result.output
+    assert left_with(marker) == []
 
 
 def test_hostile_image_and_module_names_stay_data(tmp_path, hpcflow):

@@ -87,6 +87,7 @@ def test_charliecloud_and_podman_command_lines():
     assert argv[argv.index("-v") + 1] == "/w:/w"
     assert ["--env", "MY_VAR"] == argv[argv.index("MY_VAR") - 1 : argv.index("MY_VAR") + 1]
     assert "nvidia.com/gpu=all" in argv and argv[-3:] == ["-w", "/w", "localhost/img:1"]
+    assert "--pull=never" in argv
 
 
 def test_binds_relative_to_the_workflow_and_nested_mounts_once():

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -150,20 +151,74 @@ class RunsAtOnce:
         pass
 
 
-def test_a_job_with_a_failed_task_is_failed_even_when_pbs_says_completed(tmp_path, monkeypatch):
-    """PBS calls a finished array ``C`` whatever its elements' exit codes; the run's record
-    of that job says failed when one of its tasks failed (this was a race: it depended on
-    whether the poll or the outcome files came first)."""
+def _run_one_array(tmp_path, monkeypatch, backend, command: str, poll_interval: float):
+    """Run a three-instance sweep of ``command`` in jobs mode on ``backend`` (PBS)."""
     monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
     monkeypatch.setattr("hpcflow.modes.jobs.TICK", 0.01)
     wf = write_workflow(
         tmp_path,
-        "name: one\ntasks:\n  - name: a\n    foreach: {i: [1, 2, 3]}\n    command: test {i} != 2\n",
+        f"name: one\ntasks:\n  - name: a\n    foreach: {{i: [1, 2, 3]}}\n    command: {command}\n",
     )
     options = RunOptions()
-    profile = Profile(name="fake", backend="pbs", submit_rate=1000, poll_interval=0.05)
-    backend = RunsAtOnce()
-    run_jobs(prepare(wf, options), options, profile, backend)
+    profile = Profile(name="fake", backend="pbs", submit_rate=1000, poll_interval=poll_interval)
+    return run_jobs(prepare(wf, options), options, profile, backend)
+
+
+def test_a_job_with_a_failed_task_is_failed_even_when_pbs_says_completed(tmp_path, monkeypatch):
+    """PBS calls a finished array ``C`` whatever its elements' exit codes; the run's record
+    of that job says failed when one of its tasks failed (this was a race: it depended on
+    whether the poll or the outcome files came first)."""
+    _run_one_array(tmp_path, monkeypatch, RunsAtOnce(), "test {i} != 2", poll_interval=0.05)
     with _state_db(tmp_path) as db:
         assert [a.state for a in db.allocations()] == ["failed"]
         assert sorted(r.state for r in db.tasks()) == [st.FAILED, st.SUCCEEDED, st.SUCCEEDED]
+
+
+class LastElementReported(RunsAtOnce):
+    """SLURM's qsub wrapper: the array's id is its last element alone, so the array is
+    reported ended while another element of the same wave is still starting (here: one
+    starts ``delay`` seconds after the poll that says the array completed)."""
+
+    def __init__(self, late: int, delay: float) -> None:
+        super().__init__()
+        self.late = late
+        self.delay = delay
+        self.threads: list[threading.Thread] = []
+
+    def poll(self, native_ids: Sequence[str]) -> dict[str, AllocationStatus]:
+        for native_id in native_ids:
+            request = self.requests.pop(native_id, None)
+            for element in range(max(request.array_size, 1) if request else 0):
+                env = {**os.environ, "PBS_ARRAYID": str(element)}
+                env["PBS_JOBID"] = native_id.replace("[]", f"[{element}]")
+                command = list(request.command)
+                if element != self.late:
+                    subprocess.run(command, env=env, check=False, capture_output=True)
+                    continue
+                late = threading.Timer(
+                    self.delay, subprocess.run, (command,), {"env": env, "capture_output": True}
+                )
+                late.start()
+                self.threads.append(late)
+        return {
+            i: AllocationStatus(native_id=i, state=AllocationState.COMPLETED, native_state="C")
+            for i in native_ids
+        }
+
+
+def test_an_element_that_starts_after_its_array_was_reported_ended_still_counts(
+    tmp_path, monkeypatch
+):
+    """The array is reported completed, and one element starts a moment later (longer
+    than the outcome grace): that element runs and succeeds, it is not failed as an
+    element that never started."""
+    monkeypatch.setattr("hpcflow.modes.jobs.OUTCOME_GRACE", 0.05)
+    monkeypatch.setattr("hpcflow.modes.jobs.UNSTARTED_ELEMENT_GRACE", 30.0)
+    backend = LastElementReported(late=1, delay=1.0)
+    summary = _run_one_array(tmp_path, monkeypatch, backend, "echo {i}", poll_interval=0.02)
+    for thread in backend.threads:
+        thread.join()
+    with _state_db(tmp_path) as db:
+        assert sorted(r.state for r in db.tasks()) == [st.SUCCEEDED] * 3
+        assert [a.state for a in db.allocations()] == ["completed"]
+    assert summary.ok

@@ -113,3 +113,30 @@ def queue_drains(slurm_cluster, timeout: float = 30) -> list[str]:
     while queued_jobs(slurm_cluster) and time.monotonic() < deadline:
         time.sleep(0.3)
     return queued_jobs(slurm_cluster)
+
+
+#: The logs that explain a failed cluster run, newest last in each group.
+_LOG_PATTERNS = (
+    "driver.log",
+    "allocations/*.err",
+    "allocations/*.out",
+    "workers/*.err",
+    "jobs/*.err",
+    "tasks/*/*.err",
+)
+
+
+def run_logs(folder: Path, per_pattern: int = 6, chars: int = 2000) -> str:
+    """The tails of every log of the runs under ``folder`` (a workflow folder, or a run
+    directory): driver, allocations, workers, batch jobs and tasks, to put in a failed
+    assertion's message. A run that failed in CI leaves nothing else behind."""
+    runs = [folder] if (folder / "state.sqlite").exists() else []
+    runs += sorted((folder / ".hpcflow" / "runs").glob("*"))
+    found = []
+    for run_dir in runs:
+        for pattern in _LOG_PATTERNS:
+            for path in sorted(run_dir.glob(pattern))[-per_pattern:]:
+                if path.is_file():
+                    text = path.read_text(errors="replace")[-chars:]
+                    found.append(f"--- {path}\n{text}")
+    return "\n" + "\n".join(found)

@@ -21,7 +21,7 @@ import pytest
 from hpcflow.modes.elastic_watch import read_samples
 from hpcflow.store.statedb import StateDB
 from tests.conftest import processes_with, write_workflow
-from tests.integration.slurm.conftest import queue_drains
+from tests.integration.slurm.conftest import queue_drains, run_logs
 
 pytestmark = pytest.mark.slurm
 
@@ -53,10 +53,6 @@ def _worker_jobs(slurm_cluster, run_id: str) -> list[str]:
     return [line for line in out.splitlines() if run_id in line]
 
 
-def _worker_logs(run_dir: Path) -> str:
-    return "\n".join(p.read_text()[-2000:] for p in sorted((run_dir / "workers").glob("*.err")))
-
-
 def test_workers_grow_to_the_maximum_then_idle_ones_are_retired(tmp_path, slurm_env, slurm_cluster):
     # A wide sweep (40 queued tasks) then one long task: during the long task only one
     # worker has anything to do, and the others are retired down to min_workers.
@@ -77,7 +73,7 @@ tasks:
     )
     result = _elastic(slurm_env, wf, "--transport", "tcp")
     run_dir = _run_dir(wf)
-    assert result.returncode == 0, result.stdout + result.stderr + _worker_logs(run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(run_dir)
     assert len(list((tmp_path / "out").iterdir())) == 40
     assert (tmp_path / "long.txt").read_text() == "done\n"
 
@@ -116,7 +112,7 @@ tasks:
     )
     result = _elastic(slurm_env, wf, "--transport", "tls", HPCFLOW_MIN_WORKERS="0")
     run_dir = _run_dir(wf)
-    assert result.returncode == 0, result.stdout + result.stderr + _worker_logs(run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(run_dir)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [f"{i}.txt" for i in range(6)]
     with StateDB(run_dir / "state.sqlite", readonly=True) as db:
         meta = db.meta()
@@ -210,7 +206,7 @@ tasks:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     run_dir = _run_dir(wf)
-    assert result.returncode == 0, result.stdout + result.stderr + _worker_logs(run_dir)
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(run_dir)
     seen = [p.read_text().strip() for p in sorted(tmp_path.glob("gpu-*.txt"))]
     assert len(seen) == 4 and all(v in ("0", "1") for v in seen), seen
     assert "#SBATCH --gres=gpu:1" in (run_dir / "workers" / "job.sh").read_text()

@@ -23,18 +23,13 @@ from hpcflow.errors import SubmitError
 from hpcflow.modes.jobs import run_jobs
 from hpcflow.settings import resolve_profile
 from tests.conftest import HOSTILE_VALUES, write_workflow
-from tests.integration.slurm.conftest import queue_drains, queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs, run_logs
 
 pytestmark = pytest.mark.slurm
 
 PROFILES = ["slurm-test", "pbs-test"]
 SUBMIT = {"slurm-test": "sbatch", "pbs-test": "qsub"}
 STATUS = {"slurm-test": "squeue", "pbs-test": "qstat"}
-
-
-def _job_logs(wf: Path) -> str:
-    logs = sorted(wf.parent.glob(".hpcflow/runs/*/jobs/*.err"))
-    return "\n".join(f"{p}:\n{p.read_text()[-1500:]}" for p in logs[-6:])
 
 
 def _status(hpcflow_slurm) -> dict:
@@ -51,7 +46,7 @@ EXAMPLES = ["hello", pytest.param("sweep", marks=pytest.mark.slow), "python-task
 def test_examples_in_jobs_mode(example, hpcflow_slurm, slurm_cluster, profile, name):
     wf = example(name)
     result = hpcflow_slurm("run", str(wf), "--profile", profile, "--mode", "jobs", "-q")
-    assert result.returncode == 0, result.output + _job_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     status = _status(hpcflow_slurm)
     assert status["status"] == "succeeded"
     assert all(set(c) == {"succeeded"} for c in status["counts"].values())
@@ -119,7 +114,7 @@ def test_failing_upstream_skips_dependents_and_empties_the_queue(
     wf = write_workflow(tmp_path, PIPELINE)
     slurm_env["HPCFLOW_DEPENDENCIES"] = dependencies
     result = hpcflow_slurm("run", str(wf), "--profile", profile, "--mode", "jobs", "-q")
-    assert result.returncode == 1, result.output + _job_logs(wf)
+    assert result.returncode == 1, result.output + run_logs(wf.parent)
     assert queue_drains(slurm_cluster) == []
     status = _status(hpcflow_slurm)
     assert status["status"] == "failed"
@@ -252,7 +247,7 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--mode", "jobs", "-q")
-    assert result.returncode == 0, result.output + _job_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     assert (tmp_path / "allreduce.txt").read_text() == "4 10 2"
     script = next(tmp_path.glob(".hpcflow/runs/*/jobs/1.sh")).read_text()
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks=4\n" in script
@@ -406,7 +401,7 @@ def test_hostile_names_values_and_paths_in_jobs(tmp_path, hpcflow_slurm, slurm_c
     result = hpcflow_slurm(
         "run", str(wf), "--profile", "slurm-test", "--mode", "jobs", "-q", cwd=tmp_path
     )
-    assert result.returncode == 0, result.output + _job_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     for n, value in enumerate(HOSTILE_VALUES):
         assert (work / "out" / f"{n}.txt").read_text() == value
     assert [(work / "out" / f"k{k}.txt").read_text() for k in range(3)] == ["0\n", "1\n", "2\n"]

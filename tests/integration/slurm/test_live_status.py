@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_workflow
-from tests.integration.slurm.conftest import queue_drains
+from tests.integration.slurm.conftest import queue_drains, run_logs
 
 pytestmark = pytest.mark.slurm
 
@@ -128,7 +128,7 @@ def test_status_and_logs_polled_while_a_run_goes_on(
          "--mode", mode, "-q", *extra],
         tmp_path, slurm_env, tmp_path,
     )  # fmt: skip
-    assert returncode == 0, output
+    assert returncode == 0, output + run_logs(tmp_path)
     assert _final_counts(slurm_env, tmp_path) == {"succeeded": n}
     assert samples[-1] == n
     assert sorted(int(p.stem) for p in (tmp_path / "out").iterdir()) == list(range(n))

@@ -11,21 +11,16 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_workflow
-from tests.integration.slurm.conftest import queue_drains, queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs, run_logs
 
 pytestmark = pytest.mark.slurm
-
-
-def _allocation_logs(wf: Path) -> str:
-    logs = sorted(wf.parent.glob(".hpcflow/runs/*/allocations/*.err"))
-    return "\n".join(p.read_text()[-3000:] for p in logs)
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
 def test_hello_through_qsub_qstat(example, hpcflow_slurm, slurm_cluster, nodes):
     wf = example("hello")
     result = hpcflow_slurm("run", str(wf), "--profile", "pbs-test", "--nodes", str(nodes), "-q")
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     assert "submitted allocation" in result.stdout and "(pbs)" in result.stdout
     assert (wf.parent / "results" / "count.txt").read_text().strip() == "3"
     status = json.loads(hpcflow_slurm("status", "--json").stdout)

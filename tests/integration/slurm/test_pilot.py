@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.conftest import HOSTILE_VALUES, processes_with, write_workflow
-from tests.integration.slurm.conftest import queue_drains, queued_jobs
+from tests.integration.slurm.conftest import queue_drains, queued_jobs, run_logs
 
 pytestmark = pytest.mark.slurm
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slurm
 def test_examples_in_one_allocation(example, hpcflow_slurm, name, nodes):
     wf = example(name)
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", str(nodes), "-q")
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     assert "submitted allocation" in result.stdout
     status = json.loads(hpcflow_slurm("status", "--json").stdout)
     assert status["status"] == "succeeded"
@@ -37,11 +37,6 @@ def test_examples_in_one_allocation(example, hpcflow_slurm, name, nodes):
         outs = list((run_dir / "tasks").glob("square.x=3-*/1.out"))
         assert [p.read_text() for p in outs] == ["squared 3\n"]
     assert (run_dir / "allocations" / "1.sh").read_text().count("#SBATCH --nodes=") == 1
-
-
-def _allocation_logs(wf: Path) -> str:
-    logs = sorted(wf.parent.glob(".hpcflow/runs/*/allocations/*.err"))
-    return "\n".join(p.read_text()[-3000:] for p in logs)
 
 
 def test_mpi_task_allreduce_over_two_nodes(tmp_path, hpcflow_slurm):
@@ -64,7 +59,7 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     assert (tmp_path / "allreduce.txt").read_text() == "4 10 2"
 
 
@@ -82,7 +77,7 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "2", "-q")
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     seen = {p.read_text().strip() for p in tmp_path.glob("gpu-*.txt")}
     # Each task sees its worker's own device only (not the node's other one after it).
     assert seen == {"0", "1"}, seen
@@ -117,7 +112,7 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "1", "-q")
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     rows = [p.read_text().split() for p in sorted(tmp_path.glob("*-*.txt"))]
     assert len(rows) == 8 and all(re.fullmatch(r"n\d/[01]", r[0]) for r in rows), rows
     for device in {r[0] for r in rows}:
@@ -142,7 +137,7 @@ def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
     wf = work / "workflow.yaml"
     wf.write_text(yaml.safe_dump({"name": "hostile; touch CANARY", "tasks": tasks}))
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "-q", cwd=tmp_path)
-    assert result.returncode == 0, result.output + _allocation_logs(wf)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     for n, value in enumerate(HOSTILE_VALUES):
         assert (work / "out" / f"{n}.txt").read_text() == value
     assert list(tmp_path.rglob("CANARY")) == []

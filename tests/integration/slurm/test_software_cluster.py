@@ -14,16 +14,9 @@ import pytest
 
 from tests.conftest import write_workflow
 from tests.e2e.software_images import busybox_rootfs, lmod_tree, python_rootfs
+from tests.integration.slurm.conftest import run_logs
 
 pytestmark = pytest.mark.slurm
-
-
-def _logs(folder: Path) -> str:
-    found = []
-    for pattern in ("allocations/*.err", "jobs/*.err", "tasks/*/*.err", "driver.log"):
-        for path in sorted(folder.glob(f".hpcflow/runs/*/{pattern}"))[-6:]:
-            found.append(f"--- {path.name}\n{path.read_text()[-1500:]}")
-    return "\n".join(found)
 
 
 def test_an_mpi_task_starts_one_container_per_rank_on_two_nodes(tmp_path, hpcflow_slurm):
@@ -41,7 +34,7 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
-    assert result.returncode == 0, result.output + _logs(tmp_path)
+    assert result.returncode == 0, result.output + run_logs(tmp_path)
     lines = [(tmp_path / f"rank_{r}.txt").read_text().split() for r in range(4)]
     assert {image for image, _ in lines} == {"ranks"}
     assert len({node for _, node in lines}) == 2, lines
@@ -84,7 +77,7 @@ tasks:
     result = hpcflow_slurm(
         "run", str(wf), "--profile", "slurm-test", "--mode", mode, "-q", timeout=300
     )
-    assert result.returncode == 0, result.output + _logs(tmp_path)
+    assert result.returncode == 0, result.output + run_logs(tmp_path)
     image, node = (tmp_path / "a.txt").read_text().split()
     assert image == "a" and node.startswith("n"), node
     assert (tmp_path / "m.txt").read_text() == "hpctool 1.0\n"
@@ -125,5 +118,5 @@ tasks:
 """,
     )
     result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
-    assert result.returncode == 0, result.output + _logs(tmp_path)
+    assert result.returncode == 0, result.output + run_logs(tmp_path)
     assert (tmp_path / "allreduce.txt").read_text() == "4 10 2 mpi"

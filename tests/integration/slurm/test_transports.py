@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from tests.conftest import run_cli, write_workflow
-from tests.integration.slurm.conftest import queue_drains
+from tests.integration.slurm.conftest import queue_drains, run_logs
 from tests.slurm_cluster import slurm_required
 
 pytestmark = pytest.mark.slurm
@@ -238,18 +238,6 @@ def test_required_encryption_refuses_plaintext_before_submitting(
     assert queue_drains(slurm_cluster) == []
 
 
-def _run_logs(workdir: Path) -> str:
-    """The tails of a run's driver log, allocation logs and task logs, to explain a
-    failure."""
-    found = []
-    for run_dir in sorted((workdir / ".hpcflow" / "runs").glob("*")):
-        for pattern in ("driver.log", "allocations/*", "tasks/*/*.err"):
-            for path in sorted(run_dir.glob(pattern)):
-                if path.is_file():
-                    found.append(f"--- {path.relative_to(workdir)}\n{path.read_text()[-3000:]}")
-    return "\n".join(found)
-
-
 def _ucx_python() -> Path | None:
     named = os.environ.get("HPCFLOW_UCX_PYTHON")
     candidate = Path(named) if named else REPO / ".venv-ucx" / "bin" / "python"
@@ -285,9 +273,9 @@ def test_ucx_on_cpu_transports(tmp_path, slurm_env, slurm_cluster):
     except subprocess.TimeoutExpired:
         # Say where it stood (a hang once seen in CI left nothing to go on).
         subprocess.run(["scancel", "--user", "root"], env=slurm_env, check=False)
-        raise AssertionError("the ucx run hung:\n" + _run_logs(wf.parent)) from None
+        raise AssertionError("the ucx run hung:\n" + run_logs(wf.parent)) from None
     run_dir = _only_run_dir(wf.parent)
-    assert result.returncode == 0, result.output + _run_logs(wf.parent)
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
     assert "not encrypted" in result.stderr
     address = json.loads((run_dir / "scheduler.json").read_text())["address"]
     assert address.startswith(("ucx://", "ucxx://")), address

@@ -4,6 +4,7 @@ the batch script's node."""
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -18,7 +19,8 @@ from hpcflow.backends.slurm import SlurmBackend
 from hpcflow.bootstrap.__main__ import parse_args
 from hpcflow.bootstrap.head import children_argv, exit_status, supervise
 from hpcflow.bootstrap.roles import gpu_rotation, spread, worker_local_index, workers_per_node
-from hpcflow.errors import ProfileError
+from hpcflow.bootstrap.workers import await_workers
+from hpcflow.errors import ProfileError, RunError
 from hpcflow.launchers import head_argv, worker_launch_argv
 from hpcflow.modes.pilot import pilot_command, plan_in_allocation, plan_pilot
 from hpcflow.settings import resolve_profile
@@ -229,9 +231,13 @@ def test_head_stops_what_outlives_the_driver(tmp_path):
 
 
 def test_head_does_not_end_the_run_when_workers_die(tmp_path):
-    # The worker launch ends first (every worker died): the driver goes on to its end.
-    code, took = _head(tmp_path, {"scheduler": "sleep 1", "driver": "sleep 1"}, "exit 1")
+    # The worker launch ends first (every worker died): the driver goes on to its end,
+    # told by a file that the launch has ended, and with which status.
+    marker = tmp_path / "worker-launch-ended.json"
+    driver = f"while ! test -s {marker}; do sleep 0.05; done; sleep 1"
+    code, took = _head(tmp_path, {"scheduler": "sleep 1", "driver": driver}, "exit 1")
     assert code == 1 and took >= 0.9
+    assert json.loads(marker.read_text())["exit_status"] == 1
 
 
 def test_head_passes_signals_on(tmp_path):
@@ -254,3 +260,32 @@ def test_exit_status_reads_like_the_shell():
 
 def test_head_without_launch_is_refused(tmp_path):
     assert supervise(tmp_path, []) == 2
+
+
+# -- the driver waiting for the workers ---------------------------------------------------
+
+
+@pytest.fixture
+def workerless_client():
+    """A client of a real Dask scheduler that no worker has joined."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=0, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            yield client
+
+
+def test_the_driver_stops_waiting_once_the_worker_launch_has_ended(tmp_path, workerless_client):
+    paths = RunPaths(tmp_path)
+    threading.Timer(0.3, paths.worker_launch_end.write_text, ('{"exit_status": 1}',)).start()
+    started = time.monotonic()
+    with pytest.raises(RunError) as caught:
+        await_workers(workerless_client, 2, 120.0, paths)
+    assert time.monotonic() - started < 30
+    assert "launch ended (exit status 1) with 0 of 2 workers" in str(caught.value)
+    assert str(paths.allocations_dir) in str(caught.value)
+
+
+def test_the_driver_says_how_many_workers_came_in_time(tmp_path, workerless_client):
+    with pytest.raises(RunError, match="only 0 of 1 workers arrived within 2s"):
+        await_workers(workerless_client, 1, 1.5, RunPaths(tmp_path))
