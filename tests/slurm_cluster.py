@@ -498,6 +498,7 @@ def start_cluster(
     nodes: int = 4,
     cpus: int = 2,
     gpus: int = 2,
+    gpu_nodes: int | None = None,
     port: int | None = None,
     min_job_age: int = 30,
     timeout: float = 30,
@@ -519,6 +520,8 @@ def start_cluster(
     port+2 and port+3 as well; ``timeout`` then covers their start too).
     ``enforce_limits`` (with ``accounting``): QOS and association limits apply, and
     the calling user has an association, so ``sacctmgr`` limits can be tested.
+    ``gpu_nodes``: only the last ``gpu_nodes`` nodes have GPUs (partition ``gpu``; the
+    others make partition ``cpu``); default: every node.
     ``slurmd_timeout``: SlurmdTimeout in seconds (SLURM's default 300 when None): how
     soon a node whose slurmd died is marked DOWN.
     ``shared_fs``: ``"gluster"`` (a GlusterFS volume of its own at ``BASE/shared``, or
@@ -570,6 +573,8 @@ def start_cluster(
         ]  # fmt: skip
         if slurmd_timeout is not None:
             cmd += ["--slurmd-timeout", str(int(slurmd_timeout))]
+        if gpu_nodes is not None:
+            cmd += ["--gpu-nodes", str(int(gpu_nodes))]
         cmd += ["--shared-fs", shared_fs]
         if from_base is not None:
             cmd += ["--shared-from", str(from_base)]

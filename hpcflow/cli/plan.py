@@ -5,7 +5,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from hpcflow.engine.cost import PlanCost, plan_cost
+from hpcflow.engine.cost import AllocationCost, PlanCost, plan_cost
+from hpcflow.engine.pools import assign_pools
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.engine.resume import VALUE_NOT_KEPT
 from hpcflow.settings.profile import Profile
@@ -15,6 +16,9 @@ from hpcflow.spec.units import format_duration, format_memory
 def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None = None) -> None:
     graph = prepared.graph
     run = prepared.decision.run
+    pools: dict[int, str | None] = {}
+    if profile is not None and profile.pools and profile.backend != "local":
+        pools = assign_pools(graph, profile, run)
     table = Table(title=f"plan for {graph.loaded.workflow.name}", title_justify="left", box=None)
     for column in (
         "#",
@@ -27,6 +31,7 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
         "walltime",
         "ranks",
         "after",
+        *(["pool"] if pools else []),
     ):
         table.add_column(
             column, justify="right" if column in ("#", "instances", "to run") else "left"
@@ -56,6 +61,7 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             format_duration(res.walltime) if res.walltime else "-",
             str(res.ranks),
             ", ".join(parents.get(name, [])) or "-",
+            *([pools.get(graph.templates.index(template)) or "-"] if pools else []),
         )
     console.print(table)
     _print_environments(console, prepared)
@@ -111,20 +117,17 @@ def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:
     if not cost.allocations:
         return
     if profile.mode == "jobs":
-        known = [a for a in cost.allocations if a.core_hours is not None]
-        core = sum(a.core_hours or 0.0 for a in known)
-        gpu = sum(a.gpu_hours or 0.0 for a in known)
-        console.print(
-            f"{profile.backend} jobs mode: {len(cost.allocations)} task job(s), at most "
-            f"{core:.2f} core-hours and {gpu:.2f} GPU-hours charged"
-            + (
-                f" ({len(cost.allocations) - len(known)} without a walltime)"
-                if len(known) < len(cost.allocations)
-                else ""
-            ),
-            highlight=False,
-            soft_wrap=True,
-        )
+        groups: dict[str, list[AllocationCost]] = {}
+        for alloc in cost.allocations:
+            groups.setdefault(alloc.label, []).append(alloc)
+        for label, allocs in groups.items():
+            where = label.removeprefix("job").strip()
+            console.print(
+                f"{profile.backend} jobs mode{', ' + where if where else ''}: "
+                + _jobs_charge(allocs),
+                highlight=False,
+                soft_wrap=True,
+            )
         return
     for alloc in cost.allocations:
         shape = f"{alloc.nodes} node(s), {alloc.cores} cores, {alloc.gpus} GPUs"
@@ -137,6 +140,18 @@ def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:
                 f"{format_duration(alloc.walltime or 0)})"
             )
         console.print(f"{alloc.label}: {shape}: {charge}", highlight=False, soft_wrap=True)
+
+
+def _jobs_charge(allocs: list[AllocationCost]) -> str:
+    """How many task jobs, and the most they are charged."""
+    known = [a for a in allocs if a.core_hours is not None]
+    core = sum(a.core_hours or 0.0 for a in known)
+    gpu = sum(a.gpu_hours or 0.0 for a in known)
+    unknown = len(allocs) - len(known)
+    return (
+        f"{len(allocs)} task job(s), at most {core:.2f} core-hours and {gpu:.2f} GPU-hours "
+        "charged" + (f" ({unknown} without a walltime)" if unknown else "")
+    )
 
 
 def _in_order(prepared: PreparedRun) -> list:  # type: ignore[type-arg]

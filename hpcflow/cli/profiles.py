@@ -182,6 +182,16 @@ def _print_table(resolved: ResolvedProfile) -> None:
     console.print(table)
 
 
+def _show_pool(pool: Any) -> str:
+    """A pool's own settings, each as :func:`_show_value` shows the profile's."""
+    shown = [
+        f"{name}={_show_value(name, getattr(pool, name))}"
+        for name in sorted(pool.model_fields_set)
+        if name != "description"
+    ]
+    return " ".join(shown) or "the profile as it is"
+
+
 def _show_value(key: str, value: Any) -> str:
     """A setting as a person reads it: 4.0 GiB, 2:00:00, a, b, NAME=value."""
     from hpcflow.settings import field_kind
@@ -189,6 +199,8 @@ def _show_value(key: str, value: Any) -> str:
 
     if value is None:
         return "-"
+    if key == "pools":
+        return "; ".join(f"{name}: {_show_pool(pool)}" for name, pool in value.items()) or "-"
     kind = field_kind(key)
     if kind == "memory":
         return format_memory(value)

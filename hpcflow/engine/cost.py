@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from hpcflow.engine.pools import assign_pools, one_pool
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.settings.profile import Profile
 
@@ -42,8 +43,15 @@ class PlanCost:
 
 
 def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
-    """The cost of running ``prepared`` (only the tasks that would run) with ``profile``."""
+    """The cost of running ``prepared`` (only the tasks that would run) with ``profile``
+    (in jobs mode each job is labelled with its task's pool, when the profile has pools;
+    pilot and elastic mode cost the one pool their tasks need)."""
     graph = prepared.graph
+    pools = (
+        assign_pools(graph, profile, prepared.decision.run) if profile.backend != "local" else {}
+    )
+    if profile.mode != "jobs" and profile.backend != "local":
+        profile = one_pool(graph, profile, prepared.decision.run)
     core_h = gpu_h = 0.0
     unknown = 0
     jobs: list[AllocationCost] = []
@@ -60,7 +68,9 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
         if profile.mode == "jobs":
             # A job of its own holds whole GPUs, even for a task that needs a share of one.
             gpus = math.ceil(res.gpus)
-            jobs.append(AllocationCost("job", res.nodes or 1, cores, gpus, res.walltime))
+            pool = pools.get(inst.spec_index)
+            label = f"job in pool {pool}" if pool else "job"
+            jobs.append(AllocationCost(label, res.nodes or 1, cores, gpus, res.walltime))
     allocations: list[AllocationCost] = []
     if profile.backend != "local" and prepared.decision.to_run:
         if profile.mode == "jobs":

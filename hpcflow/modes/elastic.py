@@ -26,6 +26,7 @@ from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.drive import drive
 from hpcflow.engine.lifecycle import RunLife, RunSummary
+from hpcflow.engine.pools import one_pool
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import ProfileError, ResourceError
 from hpcflow.modes.elastic_cluster import ClusterFactory
@@ -82,6 +83,7 @@ def run_elastic(
             "its driver runs in this command on the submit host, and the worker jobs stop "
             "when it does",
         )
+        profile = one_pool(graph, profile, prepared.decision.run)
         check_elastic(profile)
         life.create()
         backlog = Backlog()

@@ -36,6 +36,7 @@ from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskTemplate
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.lifecycle import RunLife, RunSummary
+from hpcflow.engine.pools import assign_pools
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import RunError, SubmitError
@@ -104,6 +105,8 @@ def run_jobs(
         prepared, options, backend=profile.backend, extra={"profile": profile.name, "mode": "jobs"}
     ) as life:
         follow.refuse_detach("jobs", "the submit host records every task's outcome")
+        # Before anything is created: a task that names a missing pool, or fits none.
+        pools = assign_pools(prepared.graph, profile, prepared.decision.run)
         life.create()
         if life.nothing_to_run:
             return life.all_cached()
@@ -112,7 +115,7 @@ def run_jobs(
         with st.SubmitDB(life.paths.submit_db) as submit:
             follower = JobsFollower(
                 prepared, profile, backend, life.db, submit, life.paths, life.run_id, poller,
-                follow=follow,
+                follow=follow, pools=pools,
             )  # fmt: skip
             life.db.set_meta(status=RunStatus.RUNNING)
             return life.follow(follower.run, on_stop=follower.cancel_all)
@@ -134,10 +137,13 @@ class JobsFollower:
         poller: Poller,
         *,
         follow: Follow = QUIETLY,
+        pools: dict[int, str | None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.prepared = prepared
+        #: The pool of each task definition (by index) that runs; none without pools.
+        self.pools = pools or {}
         self.graph: TaskGraph = prepared.graph
         self.profile = profile
         self.backend = backend
@@ -360,7 +366,8 @@ class JobsFollower:
         return self.graph.templates[unit.spec_index].spec.name
 
     def _request(self, unit: JobUnit, depends: list[str]) -> AllocationRequest:
-        return job_request(self.graph, unit, self.profile, self.paths, self.run_id, depends)
+        profile = self.profile.for_pool(self.pools.get(unit.spec_index))
+        return job_request(self.graph, unit, profile, self.paths, self.run_id, depends)
 
     # -- collecting outcomes ------------------------------------------------------------
 
@@ -604,7 +611,8 @@ def job_request(
     depends: list[str],
 ) -> AllocationRequest:
     """The batch job of ``unit``: its task's resources, an array when it has several
-    instances, ``afterok`` on ``depends``; it runs :mod:`hpcflow.modes.jobtask`."""
+    instances, ``afterok`` on ``depends``; it runs :mod:`hpcflow.modes.jobtask`.
+    ``profile`` is already shaped by the task's pool (partition, account, setup...)."""
     template = graph.templates[unit.spec_index]
     res = template.resources
     mpi = res.ranks > 1
@@ -658,13 +666,15 @@ def render_all(
         min(profile.max_array_size, profile.max_queued_jobs or profile.max_array_size),
     )
     unit_of = {i: u.number for u in units for i in u.indices}
+    pools = assign_pools(graph, profile)
     out = []
     for unit in units:
         depends: list[str] = []
         if profile.dependencies == "scheduler":
             upstream = {unit_of[d] for i in unit.indices for d in graph.instances[i].deps}
             depends = [f"JOB{n}" for n in sorted(upstream)]
-        request = job_request(graph, unit, profile, paths, run_id, depends)
+        shaped = profile.for_pool(pools.get(unit.spec_index))
+        request = job_request(graph, unit, shaped, paths, run_id, depends)
         out.append((unit, backend.render(request)))
     return out
 

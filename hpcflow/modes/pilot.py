@@ -24,6 +24,7 @@ from hpcflow.bootstrap.roles import NON_WORKER_RANKS, spread
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunLife, RunSummary, summarize
+from hpcflow.engine.pools import one_pool
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.envs.site import SiteEnvironment
 from hpcflow.errors import AllocationFailed, ProfileError, SubmitError
@@ -314,6 +315,8 @@ def run_pilot(
 ) -> RunSummary:
     """Create the run, submit its allocation, and follow it (unless ``detach``)."""
     graph = prepared.graph
+    # Before anything is created: the tasks' pool (a missing one, or several, is refused).
+    profile = one_pool(graph, profile, prepared.decision.run)
     extra = {"profile": profile.name, "mode": "pilot", "walltime": profile.walltime}
     with RunLife(prepared, options, backend=profile.backend, extra=extra) as life:
         # Fail before anything is created or submitted (the ranks check again on the nodes).

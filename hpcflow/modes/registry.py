@@ -46,6 +46,10 @@ def render_scripts(
     heading (None for a single script): the pilot allocation's, every job of jobs mode,
     or elastic mode's worker job (the scheduler's address is known only at run time)."""
     mode = mode_of(profile)
+    if mode != "jobs":
+        from hpcflow.engine.pools import one_pool
+
+        profile = one_pool(graph, profile)
     if mode == "jobs":
         from hpcflow.modes.jobs import render_all
 

@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from hpcflow.spec.models import Duration, Memory
+from hpcflow.spec.models import Duration, Memory, PoolName
 from hpcflow.spec.units import parse_duration, parse_memory
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -113,6 +113,58 @@ class CrossFieldError(ValueError):
     def __init__(self, message: str, fields: tuple[str, ...]) -> None:
         super().__init__(message)
         self.fields = fields
+
+
+class Pool(BaseModel):
+    """One allocation shape of a profile (a CPU partition, a GPU partition...): the
+    profile's settings it changes. Tasks name the pool they need (``resources.pool``),
+    or run in the smallest pool that fits them; see :mod:`hpcflow.engine.pools`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    description: str | None = Field(None, description="one line shown by `hpcflow profiles`")
+    partition: SingleLine | None = Field(None, description="partition (SLURM) or queue (PBS)")
+    account: SingleLine | None = Field(None, description="account/project charged")
+    qos: SingleLine | None = Field(None, description="quality of service")
+    constraint: SingleLine | None = Field(None, description="node features required")
+    nodes: PositiveInt | None = Field(None, description="nodes per allocation")
+    cpus_per_node: PositiveInt | None = Field(None, description="CPU cores used on each node")
+    gpus_per_node: NonNegativeInt | None = Field(None, description="GPUs on each node")
+    memory_per_node: Memory | None = Field(None, description="memory requested on each node")
+    walltime: Duration | None = Field(None, description="time limit of one allocation")
+    workers_per_node: PositiveInt | Literal["per-gpu"] | None = Field(
+        None, description="Dask workers per node, or 'per-gpu'"
+    )
+    threads_per_worker: PositiveInt | None = Field(None, description="threads of each worker")
+    modules: list[SingleLine] | None = Field(
+        None, description="environment modules of this pool's allocations (replace the profile's)"
+    )
+    setup: list[str] | None = Field(
+        None, description="shell lines of this pool's batch scripts (replace the profile's)"
+    )
+    extra_directives: list[SingleLine] | None = Field(
+        None, description="extra batch-system options (replace the profile's)"
+    )
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict, description="environment variables added to the profile's"
+    )
+
+    def over(self, profile: Profile) -> Profile:
+        """``profile`` as this pool shapes it (its own ``pools`` dropped)."""
+        update: dict[str, Any] = {
+            name: getattr(self, name)
+            for name in self.model_fields_set
+            if name not in ("description", "env") and getattr(self, name) is not None
+        }
+        update["env"] = {**profile.env, **self.env}
+        update["pools"] = {}
+        shaped = profile.model_copy(update=update)
+        if shaped.workers_per_node == "per-gpu" and shaped.gpus_per_node < 1:
+            raise CrossFieldError(
+                "workers_per_node 'per-gpu' needs gpus_per_node of at least 1",
+                ("workers_per_node", "gpus_per_node"),
+            )
+        return shaped
 
 
 class Profile(BaseModel):
@@ -299,6 +351,13 @@ class Profile(BaseModel):
         None, description="jobs mode: most jobs (array elements count) queued or running at once"
     )
 
+    # -- several allocation shapes ------------------------------------------------------------
+    pools: dict[PoolName, Pool] = Field(
+        default_factory=dict,
+        description="named allocation shapes (e.g. cpu, gpu), each the settings it changes; "
+        "a task runs in the pool it names (resources.pool) or the smallest that fits it",
+    )
+
     @model_validator(mode="after")
     def _consistent(self) -> Profile:
         if self.workers_per_node == "per-gpu" and self.gpus_per_node < 1:
@@ -344,6 +403,10 @@ class Profile(BaseModel):
     def module_lines(self) -> list[str]:
         """``module load NAME`` for each of ``modules``, every name shell-quoted."""
         return [f"module load {shlex.quote(module)}" for module in self.modules]
+
+    def for_pool(self, name: str | None) -> Profile:
+        """This profile as pool ``name`` shapes it; itself for ``None``."""
+        return self if name is None else self.pools[name].over(self)
 
     def python_executable(self) -> str:
         """The interpreter the compute nodes run: as set, else the submitting one."""

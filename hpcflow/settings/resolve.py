@@ -28,7 +28,7 @@ import yaml
 
 from hpcflow.errors import ProfileError, SpecError, SpecProblem
 from hpcflow.settings.lookup import ProfileRef, default_profile_name, find_profile
-from hpcflow.settings.profile import CrossFieldError, Profile, field_kind
+from hpcflow.settings.profile import CrossFieldError, Pool, Profile, field_kind
 from hpcflow.spec.yamlpos import Path, Positions, format_path, load_yaml
 
 logger = logging.getLogger(__name__)
@@ -363,13 +363,21 @@ def _problems(
         seen.add(loc)
         layer = origin.get(name)
         if error["type"] == "extra_forbidden":
-            close = difflib.get_close_matches(name, SETTABLE_FIELDS, n=1, cutoff=0.6)
+            # A key of the profile, or of one of its pools (pools.NAME.KEY).
+            unknown = str(loc[-1])
+            pooled = name == "pools" and len(loc) == 3
+            known = sorted(Pool.model_fields) if pooled else SETTABLE_FIELDS
+            close = difflib.get_close_matches(unknown, known, n=1, cutoff=0.6)
             hint = (
                 f"did you mean {close[0]!r}?"
                 if close
-                else "`hpcflow profiles show` lists every setting"
+                else (
+                    f"a pool sets: {', '.join(known)}"
+                    if pooled
+                    else "`hpcflow profiles show` lists every setting"
+                )
             )
-            problems.append(_problem(layer, name, loc, f"unknown key {name!r}", hint, key=True))
+            problems.append(_problem(layer, name, loc, f"unknown key {unknown!r}", hint, key=True))
             continue
         if layer is not None and layer.positions is None:
             message += f" (got {error['input']!r})"

@@ -7,9 +7,11 @@ Semantic checks that need the whole document (names, placeholders, dependencies)
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -71,6 +73,21 @@ GpuCount = Annotated[
 ]
 
 
+_POOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+
+
+def _pool_name(value: str) -> str:
+    if not _POOL_NAME.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a pool name: a letter, then up to 31 letters, digits, '_' or '-'"
+        )
+    return value
+
+
+#: A pool's name: it becomes part of job names and of a Dask resource's name.
+PoolName = Annotated[str, AfterValidator(_pool_name)]
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -86,6 +103,11 @@ class Resources(_Model):
     walltime: Duration | None = Field(None, description="expected upper bound of the runtime")
     ranks: PositiveInt = Field(1, description="MPI ranks (a task with ranks > 1 is an MPI task)")
     nodes: PositiveInt | None = Field(None, description="nodes to spread MPI ranks over")
+    pool: PoolName | None = Field(
+        None,
+        description="the profile's pool (allocation shape) to run in; default: the smallest "
+        "pool that fits the task",
+    )
 
     def merged_over(self, base: Resources) -> Resources:
         """These resources, with fields this object did not set taken from ``base``."""

@@ -28,6 +28,13 @@ def test_example_profile_renders(profile, hpcflow, example):
         assert "module load cuda/12.4" in text
         # Overcommit: the node's 4 GPU workers x 16 threads share the 64 cores asked for.
         assert "#SBATCH --cpus-per-task=64\n" in text and "#SBATCH --overcommit" in text
+    elif profile.stem == "slurm-cpu-gpu-pools-site":
+        # The sweep's tasks need no GPU: the smallest pool that fits them is cpu.
+        assert "#SBATCH --partition=compute" in text and "--partition=gpu" not in text, text
+        assert "pools" in shown.stdout and "partition=gpu" in shown.stdout, shown.stdout
+        dry = hpcflow("run", str(wf), "--profile", str(profile), "--dry-run")
+        assert dry.returncode == 0 and "slurm jobs mode, in pool cpu:" in dry.stdout, dry.output
+        return
     else:
         assert profile.stem == "pbs-pro-site", "a new example profile needs its checks here"
         assert "#PBS -q workq" in text and "#PBS -A PRJ-42" in text

@@ -1,0 +1,149 @@
+"""Pools: one profile, two allocation shapes, on a test cluster whose nodes differ (n1-n2
+CPU only, partition ``cpu``; n3-n4 with two GPUs each, partition ``gpu``). In jobs mode
+every task's job goes to its pool's partition: CPU tasks land on CPU nodes, GPU tasks
+(whole or a share) on GPU nodes with a device of their own, whether the task names its
+pool or hpcflow picks the smallest that fits. The same through the PBS front ends."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_workflow
+from tests.integration.slurm.conftest import queue_drains, run_logs
+from tests.slurm_cluster import start_test_cluster
+
+pytestmark = pytest.mark.slurm
+
+POOLS = """
+pools:
+  cpu: {{partition: cpu, cpus_per_node: 2}}
+  gpu: {{partition: gpu, cpus_per_node: 2, gpus_per_node: 2}}
+"""
+
+#: Each task writes where it ran: the node, and the devices it was given.
+WHERE = 'echo "$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES" > {outputs}'
+
+WORKFLOW = f"""
+name: pools
+tasks:
+  - name: prep
+    foreach: {{i: [1, 2]}}
+    command: {WHERE}
+    outputs: ["where/prep-{{i}}.txt"]
+  - name: train
+    needs: [prep]
+    resources: {{gpus: 1}}
+    command: {WHERE}
+    outputs: [where/train.txt]
+  - name: share
+    needs: [prep]
+    resources: {{gpus: 0.5}}
+    command: {WHERE}
+    outputs: [where/share.txt]
+  - name: post
+    needs: [train, share]
+    resources: {{pool: cpu}}
+    command: {WHERE}
+    outputs: [where/post.txt]
+"""
+
+
+@pytest.fixture(scope="module")
+def shaped_cluster(slurm_cluster):
+    """A cluster of two node shapes, on the session cluster's shared volume."""
+    cluster = start_test_cluster(
+        "with CPU and GPU partitions", nodes=4, cpus=2, gpus=2, gpu_nodes=2
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _profile(folder: Path, base: str) -> Path:
+    """A profile named ``pools-BASE``: the shipped test profile ``base`` with two pools."""
+    shipped = Path(__file__).resolve().parents[3] / "hpcflow" / "settings" / "profiles"
+    text = (shipped / f"{base}.yaml").read_text() + POOLS.format()
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"pools-{base}.yaml").write_text(text)
+    return folder
+
+
+@pytest.mark.parametrize("base", ["slurm-test", "pbs-test"])
+def test_each_task_runs_in_its_pool_on_nodes_of_its_shape(
+    tmp_path, submit_tmp_path, env, shaped_cluster, base
+):
+    wf = write_workflow(tmp_path, WORKFLOW)
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", base)),
+    }
+    cli = [sys.executable, "-m", "hpcflow.cli.main"]
+    plan = subprocess.run(
+        [*cli, "run", str(wf), "--profile", f"pools-{base}", "--mode", "jobs", "--dry-run"],
+        env=run_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "jobs mode, in pool cpu: 3 task job(s)" in plan.stdout, plan.stdout
+    assert "jobs mode, in pool gpu: 2 task job(s)" in plan.stdout, plan.stdout
+
+    result = subprocess.run(
+        [*cli, "run", str(wf), "--profile", f"pools-{base}", "--mode", "jobs", "-q"],
+        env=run_env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(tmp_path)
+    where = {p.stem: p.read_text().split() for p in sorted((tmp_path / "where").glob("*.txt"))}
+    assert set(where) == {"prep-1", "prep-2", "train", "share", "post"}, where
+    for name in ("prep-1", "prep-2", "post"):
+        assert where[name][0] in ("n1", "n2") and len(where[name]) == 1, where
+    for name in ("train", "share"):
+        # A share of a GPU is a whole one for a job of its own.
+        assert where[name][0] in ("n3", "n4") and where[name][1] in ("0", "1"), where
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    scripts = {p.name: p.read_text() for p in (run_dir / "jobs").glob("*.sh")}
+    partitions = sorted(
+        line.split()[-1].rpartition("=")[2]
+        for text in scripts.values()
+        for line in text.splitlines()
+        if line.startswith(("#SBATCH --partition=", "#PBS -q "))
+    )
+    # prep (one array), train, share, post: each job in its pool's partition.
+    assert partitions == ["cpu", "cpu", "gpu", "gpu"], scripts
+    status = json.loads(
+        subprocess.run(
+            [*cli, "status", "--json", str(run_dir)],
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout  # fmt: skip
+    )
+    assert status["status"] == "succeeded"
+    assert queue_drains(shaped_cluster) == []
+
+
+def test_a_task_no_pool_fits_is_refused_with_its_line(tmp_path, submit_tmp_path, env):
+    """Before anything is created or submitted (no cluster is asked)."""
+    wf = write_workflow(
+        tmp_path,
+        "name: big\ntasks:\n  - name: huge\n    resources: {gpus: 4}\n    command: 'true'\n",
+    )
+    run_env = {
+        **env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", "slurm-test")),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+         "pools-slurm-test", "--mode", "jobs"],
+        env=run_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"{wf}:4:" in result.stderr and "task 'huge' fits no pool" in result.stderr
+    assert "gpu: 4 GPUs, its nodes have 2" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / ".hpcflow" / "runs").exists()

@@ -1,0 +1,122 @@
+"""Pools: a profile's allocation shapes, and which one each task definition runs in."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from hpcflow.dag.graph import build_graph
+from hpcflow.engine.pools import assign_pools, one_pool
+from hpcflow.errors import ProfileError, SpecError
+from hpcflow.settings.profile import CrossFieldError, Profile
+from hpcflow.spec.loader import load_workflow
+from tests.conftest import write_workflow
+
+PROFILE = Profile(
+    name="site",
+    backend="slurm",
+    partition="debug",
+    cpus_per_node=8,
+    env={"A": "1"},
+    pools={
+        "big": {"partition": "fat", "cpus_per_node": 64, "memory_per_node": "1TB"},
+        "gpu": {"partition": "gpu", "gpus_per_node": 4, "env": {"B": "2"}},
+        "cpu": {"partition": "cpu", "cpus_per_node": 16},
+    },
+)
+
+WORKFLOW = """
+name: mixed
+tasks:
+  - name: small
+    command: "true"
+  - name: wide
+    resources: {cpus: 32}
+    command: "true"
+  - name: train
+    resources: {gpus: 1}
+    command: "true"
+  - name: share
+    resources: {gpus: 0.25}
+    command: "true"
+  - name: named
+    resources: {pool: big}
+    command: "true"
+"""
+
+
+def _graph(tmp_path, text: str = WORKFLOW):
+    path = write_workflow(tmp_path, text)
+    return build_graph(load_workflow(path))
+
+
+def _by_name(graph, chosen):
+    return {graph.templates[i].spec.name: pool for i, pool in chosen.items()}
+
+
+def test_each_task_runs_in_the_pool_it_names_or_the_smallest_that_fits(tmp_path):
+    graph = _graph(tmp_path)
+    assert _by_name(graph, assign_pools(graph, PROFILE)) == {
+        "small": "cpu",  # no GPUs first, then fewest cores
+        "wide": "big",
+        "train": "gpu",
+        "share": "gpu",
+        "named": "big",
+    }
+
+
+def test_a_pool_shapes_the_profile_it_belongs_to():
+    gpu = PROFILE.for_pool("gpu")
+    assert (gpu.partition, gpu.gpus_per_node, gpu.cpus_per_node) == ("gpu", 4, 8)
+    assert gpu.env == {"A": "1", "B": "2"} and gpu.pools == {}
+    assert PROFILE.for_pool(None) is PROFILE
+    assert PROFILE.for_pool("big").memory_per_node == 1024**4
+    per_gpu = Profile(name="p", pools={"odd": {"workers_per_node": "per-gpu"}})
+    with pytest.raises(CrossFieldError, match="per-gpu"):
+        per_gpu.for_pool("odd")
+
+
+def test_a_missing_pool_and_a_task_no_pool_fits_are_refused_at_their_lines(tmp_path):
+    text = WORKFLOW.replace("pool: big", "pool: huge") + (
+        "  - name: giant\n    resources: {gpus: 8}\n    command: 'true'\n"
+    )
+    graph = _graph(tmp_path, text)
+    with pytest.raises(SpecError) as caught:
+        assign_pools(graph, PROFILE)
+    problems = caught.value.problems
+    assert [p.line for p in problems] == [16, 19]  # resources.pool, resources
+    assert "task 'named' asks for pool 'huge'" in problems[0].message
+    assert problems[0].hint == "use one of: big, cpu, gpu"
+    assert "task 'giant' fits no pool" in problems[1].message
+    assert "gpu: 8 GPUs, its nodes have 4" in problems[1].message
+
+
+def test_a_pool_under_defaults_is_reported_there(tmp_path):
+    graph = _graph(
+        tmp_path,
+        "name: d\ndefaults:\n  resources: {pool: nope}\ntasks:\n  - name: a\n    command: 'true'\n",
+    )
+    with pytest.raises(SpecError) as caught:
+        assign_pools(graph, PROFILE)
+    assert caught.value.problems[0].line == 3
+
+
+def test_without_pools_a_named_pool_is_only_a_warning(tmp_path, caplog):
+    graph = _graph(tmp_path)
+    plain = Profile(name="laptop-site", backend="slurm")
+    with caplog.at_level(logging.WARNING, logger="hpcflow.engine.pools"):
+        chosen = assign_pools(graph, plain)
+    assert set(chosen.values()) == {None}
+    assert "task 'named' asks for pool 'big', but profile 'laptop-site' has no pools" in caplog.text
+
+
+def test_pilot_and_elastic_runs_take_the_one_pool_their_tasks_need(tmp_path):
+    graph = _graph(tmp_path)
+    with pytest.raises(ProfileError, match=r"need 3 pools .*big: wide, named; cpu: small"):
+        one_pool(graph, PROFILE)
+    gpu_only = [t.resources.gpus > 0 for t in graph.templates]
+    run = [gpu_only[inst.spec_index] for inst in graph.instances]
+    assert one_pool(graph, PROFILE, run).partition == "gpu"
+    nothing_pooled = Profile(name="p", backend="slurm", partition="x")
+    assert one_pool(graph, nothing_pooled) is nothing_pooled
