@@ -34,7 +34,8 @@ from hpcflow.bootstrap.roles import (
     role_for,
     worker_local_index,
 )
-from hpcflow.bootstrap.workers import await_workers, record_workers
+from hpcflow.bootstrap.workers import await_workers, record_workers, release_pool
+from hpcflow.engine.pools import POOL_CAPACITY, POOL_VARIABLE, pool_resource
 from hpcflow.errors import HpcflowError
 from hpcflow.launchers import environment
 from hpcflow.store.paths import RunPaths
@@ -103,7 +104,9 @@ def main(argv: list[str]) -> int:
         check_run_dir(run_dir)
         if given is None:
             check_world(info.size)
-        config = PilotConfig.read(paths.pilot_config)
+        # An allocation of one more pool of the run: its workers join the head's scheduler.
+        pool = os.environ.get(POOL_VARIABLE)
+        config = PilotConfig.read(paths.pilot_pool_config(pool) if pool else paths.pilot_config)
         check_transport(config.transport)
     except HpcflowError as exc:
         sys.stderr.write(f"hpcflow bootstrap (rank {pilot_rank} on {info.host}): {exc}\n")
@@ -125,7 +128,8 @@ def main(argv: list[str]) -> int:
         if role is Role.SCHEDULER:
             code = asyncio.run(_scheduler(config, info, comm, run_dir, address_file, allocation))
         else:
-            address = receive(comm=comm, path=address_file, allocation=allocation)
+            # A pool's own allocation takes the address the head allocation published.
+            address = receive(comm=comm, path=address_file, allocation=None if pool else allocation)
             if role is Role.DRIVER and config.external_client:
                 code = _wait_for_scheduler_end(run_dir, address, config)
             elif role is Role.DRIVER:
@@ -283,6 +287,9 @@ async def _worker(
         **config.worker_resources,
         "cpus": float(config.threads_per_worker),
     }
+    if config.pool:
+        # Tasks of a pool ask for it: they run on its workers only.
+        resources[pool_resource(config.pool)] = POOL_CAPACITY
     if config.gpus_per_worker:
         visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
         rotated = gpu_rotation(visible, local_index, config.gpus_per_worker)
@@ -320,7 +327,7 @@ async def _worker(
             address,
             nthreads=config.threads_per_worker,
             resources=resources,
-            name=f"rank-{pilot_rank}@{_node_name(info)}",
+            name=f"{config.pool + '/' if config.pool else ''}rank-{pilot_rank}@{_node_name(info)}",
             local_directory=local_directory,
             death_timeout=120,
             host=_host(config),
@@ -394,6 +401,7 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     from distributed import Client
 
     from hpcflow.engine.drive import drive
+    from hpcflow.engine.driver import PoolPlan
     from hpcflow.engine.lifecycle import log_to
     from hpcflow.engine.prepare import open_run
     from hpcflow.envs.site import SiteEnvironment
@@ -428,6 +436,14 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             # The allocation started about when the bootstrap did.
             deadline = _started + float(walltime)
         record_workers(client, paths.workers_record)
+        pools = None
+        if config.task_pools:
+            pools = PoolPlan(
+                {int(index): pool for index, pool in config.task_pools.items()},
+                dict(config.pool_slots),
+                frozenset(config.releasable),
+                on_done=lambda pool: release_pool(client, pool),
+            )
         summary = drive(
             prepared,
             db,
@@ -436,6 +452,7 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             slots,
             deadline=deadline,
             drain_margin=min(30.0, 0.1 * float(walltime or 0)),
+            pools=pools,
         )
         prepared.memo.close()
         log.info("run %s finished: %s", run_id, summary.totals)

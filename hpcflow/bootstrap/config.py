@@ -39,6 +39,14 @@ class PilotConfig:
     external_client: bool = False
     #: How tasks' containers and modules run on this site (SiteEnvironment.to_dict).
     software: dict[str, Any] = field(default_factory=dict)
+    #: The pool of this allocation's workers (a run with several pools), else None.
+    pool: str | None = None
+    #: The head allocation's driver, in a run with several pools: the pool of each task
+    #: definition (by its index, as text), the slots each pool will have, and the pools
+    #: whose allocations are released once their last task has ended.
+    task_pools: dict[str, str] = field(default_factory=dict)
+    pool_slots: dict[str, int] = field(default_factory=dict)
+    releasable: list[str] = field(default_factory=list)
 
     @property
     def slots(self) -> int:

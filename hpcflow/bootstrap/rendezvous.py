@@ -25,15 +25,16 @@ def publish(
         comm.bcast(address, root=0)
 
 
-def receive(*, comm: Any, path: Path, allocation: str, timeout: float = 120.0) -> str:
-    """Ranks ≥ 1: wait for the scheduler's address."""
+def receive(*, comm: Any, path: Path, allocation: str | None, timeout: float = 120.0) -> str:
+    """Ranks ≥ 1: wait for the scheduler's address, published by ``allocation`` (any
+    allocation for None: the workers of a pool's own allocation)."""
     if comm is not None:
         return str(comm.bcast(None, root=0))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("allocation") == allocation:
+            if allocation is None or data.get("allocation") == allocation:
                 return str(data["address"])
         except (OSError, ValueError, KeyError):
             pass

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from hpcflow.engine.pools import pool_resource
 from hpcflow.errors import RunError
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
@@ -66,6 +68,30 @@ def _launch_end(paths: RunPaths) -> int | None:
         return int(json.loads(paths.worker_launch_end.read_text(encoding="utf-8"))["exit_status"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def release_pool(client: Any, pool: str) -> threading.Thread:
+    """Retire the workers of ``pool`` (in the background: the driver goes on): Dask moves
+    the values they hold to other workers, then closes them; their launch ends, and with
+    it the pool's allocation, while the rest of the run goes on."""
+
+    def retire() -> None:
+        try:
+            workers = client.scheduler_info(n_workers=-1).get("workers", {})
+            mine = [
+                address
+                for address, info in workers.items()
+                if pool_resource(pool) in (info.get("resources") or {})
+            ]
+            if mine:
+                client.retire_workers(workers=mine, close_workers=True)
+            log.info("pool %s: %d worker(s) retired", pool, len(mine))
+        except Exception as exc:  # the allocation then ends with the run, as before
+            log.warning("pool %s: could not retire its workers: %s", pool, exc)
+
+    thread = threading.Thread(target=retire, name=f"release-{pool}", daemon=True)
+    thread.start()
+    return thread
 
 
 def describe_worker(dask_worker: Any) -> dict[str, Any]:

@@ -45,13 +45,18 @@ class PlanCost:
 def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
     """The cost of running ``prepared`` (only the tasks that would run) with ``profile``
     (in jobs mode each job is labelled with its task's pool, when the profile has pools;
-    pilot and elastic mode cost the one pool their tasks need)."""
+    pilot mode costs an allocation per pool its tasks need, elastic mode its one pool)."""
     graph = prepared.graph
     pools = (
         assign_pools(graph, profile, prepared.decision.run) if profile.backend != "local" else {}
     )
-    if profile.mode != "jobs" and profile.backend != "local":
+    several = [name for name in profile.pools if name in set(pools.values())]
+    shapes = [("pilot allocation", profile)]
+    if profile.mode == "pilot" and len(several) > 1:
+        shapes = [(f"pilot allocation, pool {name}", profile.for_pool(name)) for name in several]
+    elif profile.mode != "jobs" and profile.backend != "local":
         profile = one_pool(graph, profile, prepared.decision.run)
+        shapes = [("pilot allocation", profile)]
     core_h = gpu_h = 0.0
     unknown = 0
     jobs: list[AllocationCost] = []
@@ -87,14 +92,14 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
                 )
             ]
         else:
-            per_node = profile.cpus_per_node or profile.workers_on_each_node()
             allocations = [
                 AllocationCost(
-                    "pilot allocation",
-                    profile.nodes,
-                    profile.nodes * per_node,
-                    profile.nodes * profile.gpus_per_node,
-                    profile.walltime,
+                    label,
+                    shaped.nodes,
+                    shaped.nodes * (shaped.cpus_per_node or shaped.workers_on_each_node()),
+                    shaped.nodes * shaped.gpus_per_node,
+                    shaped.walltime,
                 )
+                for label, shaped in shapes
             ]
     return PlanCost(core_h, gpu_h, unknown, allocations)

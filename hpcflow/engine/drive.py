@@ -10,7 +10,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from hpcflow.engine.driver import Driver, Observer
+from hpcflow.engine.driver import Driver, Observer, PoolPlan
 from hpcflow.engine.lifecycle import RunSummary, conclude
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.errors import RunError
@@ -34,6 +34,7 @@ def drive(
     deadline: float | None = None,
     drain_margin: float = 30.0,
     on_driver: Callable[[Driver], None] | None = None,
+    pools: PoolPlan | None = None,
 ) -> RunSummary:
     """Run the pending tasks of an existing run on a connected Dask ``client``.
 
@@ -62,6 +63,7 @@ def drive(
         drain_margin=drain_margin,
         cancel_request=paths.cancel_request,
         values_in_memory=not isinstance(client, PoolClient),
+        pools=pools,
     )
     if on_driver is not None:
         on_driver(driver)

@@ -16,6 +16,7 @@ import queue
 import socket
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.ledger import OutcomeLedger
+from hpcflow.engine.pools import pool_resource
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
@@ -55,12 +57,29 @@ class GroupKey:
     cpus: int
     #: Whole GPUs, or a share of one (Dask counts resources in fractions).
     gpus: float
+    #: The pool whose workers run them (a pilot run with several pools), else None.
+    pool: str | None = None
 
     def dask_resources(self) -> dict[str, float]:
         res: dict[str, float] = {"cpus": float(self.cpus)}
         if self.gpus:
             res["GPU"] = float(self.gpus)
+        if self.pool is not None:
+            res[pool_resource(self.pool)] = 1.0
         return res
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """A pilot run's pools, as its driver sees them: each task definition's pool (by
+    index), each pool's slots (the in-flight limit of its tasks, so tasks waiting for a
+    pool whose allocation is still queued never hold back another pool's), and what to
+    call when the last task of a pool in ``releasable`` has ended."""
+
+    of_template: dict[int, str]
+    slots: dict[str, int]
+    releasable: frozenset[str] = frozenset()
+    on_done: Callable[[str], object] | None = None
 
 
 @dataclass
@@ -115,8 +134,14 @@ class Driver:
         drain_margin: float = 30.0,
         cancel_request: Path | None = None,
         values_in_memory: bool = False,
+        pools: PoolPlan | None = None,
     ) -> None:
         self.graph = graph
+        self.pools = pools
+        #: Tasks in flight per pool, and tasks of each pool not ended yet.
+        self._inflight_in: dict[str | None, int] = {}
+        self._pool_left: dict[str, int] = {}
+        self._pool_of_key: dict[str, str | None] = {}
         #: Python tasks hand values over as Dask futures (:mod:`hpcflow.worker.made`),
         #: not files: on a Dask cluster, never on the pool engine.
         self.values_in_memory = values_in_memory
@@ -176,6 +201,11 @@ class Driver:
             bucket = self.counts.setdefault(self.names[i], {})
             bucket[self.state[i]] = bucket.get(self.state[i], 0) + 1
         self.remaining = sum(run)
+        if self.pools is not None:
+            for inst in graph.instances:
+                pool = self.pools.of_template.get(inst.spec_index)
+                if run[inst.index] and pool is not None:
+                    self._pool_left[pool] = self._pool_left.get(pool, 0) + 1
         if self.values_in_memory:
             for inst in graph.instances:
                 if run[inst.index]:
@@ -301,9 +331,11 @@ class Driver:
             self.db.set_running_hosts(hosts)
 
     def _group(self, i: int) -> GroupKey:
-        res = self.graph.template(self.graph.instances[i]).resources
+        inst = self.graph.instances[i]
+        res = self.graph.template(inst).resources
         cpus = res.cpus if self.factory.mpi_launcher else max(res.cpus, res.ranks)
-        return GroupKey(cpus, res.gpus)
+        pool = self.pools.of_template.get(inst.spec_index) if self.pools else None
+        return GroupKey(cpus, res.gpus, pool)
 
     def _make_ready(self, i: int) -> None:
         self._ready.setdefault(self._group(i), deque()).append(i)
@@ -331,19 +363,22 @@ class Driver:
         return self._mean_seconds[spec_index] < self.tiny_seconds
 
     def _submit_ready(self) -> None:
-        limit = 2 * self.slots + 2
-        # Value tasks go one per Dask task, not in chunks: more of them in flight keeps
-        # the workers busy between the driver's round trips.
-        made_limit = 8 * self.slots + 2
         for key, ready in self._ready.items():
-            while ready and self._inflight < made_limit:
+            slots = self.slots
+            if self.pools is not None and key.pool is not None:
+                slots = max(1, self.pools.slots.get(key.pool, self.slots))
+            limit = 2 * slots + 2
+            # Value tasks go one per Dask task, not in chunks: more of them in flight
+            # keeps the workers busy between the driver's round trips.
+            made_limit = 8 * slots + 2
+            while ready and self._inflight_in.get(key.pool, 0) < made_limit:
                 if self.deadline is not None and not self._fits(ready[0]):
                     self._held.add(ready.popleft())
                     continue
                 if self._by_value(ready[0]):
                     self._submit_made(key, ready.popleft())
                     continue
-                if self._inflight >= limit:
+                if self._inflight_in.get(key.pool, 0) >= limit:
                     break
                 first = self.graph.instances[ready[0]].spec_index
                 size = self._chunk_size(key, len(ready), first)
@@ -373,7 +408,7 @@ class Driver:
             pure=False,
         )
         self._calls_by_key[future.key] = calls  # kept to report a lost chunk
-        self._inflight += 1
+        self._count_inflight(future.key, key.pool)
         future.add_done_callback(self._done.put)
 
     def _by_value(self, i: int) -> bool:
@@ -423,8 +458,29 @@ class Driver:
         self._made_any = True
         if i in self._consumers_left:
             self._made[i] = made  # replaced by a retry's; dropped once no consumer needs it
-        self._inflight += 1
+        self._count_inflight(outcome.key, key.pool)
         outcome.add_done_callback(self._done.put)
+
+    def _count_inflight(self, key: str, pool: str | None) -> None:
+        self._inflight += 1
+        self._inflight_in[pool] = self._inflight_in.get(pool, 0) + 1
+        self._pool_of_key[key] = pool
+
+    def _finished(self, i: int) -> None:
+        """Task ``i`` has reached its final state in this run: one less to go, in its
+        pool too; a releasable pool with none left is released."""
+        self.remaining -= 1
+        self._ended(i)
+        if self.pools is None:
+            return
+        pool = self.pools.of_template.get(self.graph.instances[i].spec_index)
+        if pool is None or pool not in self._pool_left:
+            return
+        self._pool_left[pool] -= 1
+        if self._pool_left[pool] == 0 and pool in self.pools.releasable:
+            log.info("pool %s: its last task has ended; releasing its workers", pool)
+            if self.pools.on_done is not None:
+                self.pools.on_done(pool)
 
     def _ended(self, i: int) -> None:
         """Task ``i`` will not run again in this run: the values it received may go, and
@@ -466,6 +522,8 @@ class Driver:
         outcomes: list[Outcome] = []
         for future, result in zip(futures, self._results(futures), strict=True):
             self._inflight -= 1
+            pool = self._pool_of_key.pop(future.key, None)
+            self._inflight_in[pool] = self._inflight_in.get(pool, 1) - 1
             calls = self._calls_by_key.pop(future.key)
             made_key = self._made_keys.pop(future.key, None)
             if made_key is not None:
@@ -503,16 +561,14 @@ class Driver:
                 self._held.add(i)
                 log.info("%s interrupted before the walltime", self.graph.instances[i].id)
             elif state == st.SUCCEEDED:
-                self.remaining -= 1
-                self._ended(i)
+                self._finished(i)
                 for child in self.dependents[i]:
                     if self.state[child] == st.PENDING:
                         self.waiting[child] -= 1
                         if self.waiting[child] == 0:
                             self._make_ready(child)
             elif state in (st.FAILED, st.CANCELLED):
-                self.remaining -= 1
-                self._ended(i)
+                self._finished(i)
                 ended.append(i)
             else:  # failed, and its retry policy allows another attempt
                 policy = self.graph.template(self.graph.instances[i]).retries
@@ -527,8 +583,7 @@ class Driver:
             )
             for child in skipped:
                 self._set_state(child, st.SKIPPED)
-                self._ended(child)
-            self.remaining -= len(skipped)
+                self._finished(child)
 
     def _signal_checkpoints(self) -> None:
         """Send each running task that asked for one (``checkpoint:``) its signal, once,

@@ -21,6 +21,18 @@ from hpcflow.spec.models import Resources
 
 log = logging.getLogger(__name__)
 
+#: Set in the batch script of a pool's own allocation (a pilot run with several pools):
+#: its workers read that pool's configuration and join the head allocation's scheduler.
+POOL_VARIABLE = "HPCFLOW_POOL"
+#: How much of its pool's resource a worker offers: tasks ask for 1, so the other
+#: resources (cpus, GPU) are what limits them.
+POOL_CAPACITY = 1_000_000.0
+
+
+def pool_resource(pool: str) -> str:
+    """The Dask resource a pool's workers offer and its tasks ask for."""
+    return f"pool-{pool}"
+
 
 @dataclass(frozen=True)
 class PoolShape:
@@ -156,7 +168,8 @@ def one_pool(graph: TaskGraph, profile: Profile, run: list[bool] | None = None) 
     )
     raise ProfileError(
         f"the tasks to run need {len(names)} pools of profile {profile.name!r} ({uses}), and "
-        "pilot and elastic mode run every task in one allocation shape",
-        hint="run them with --mode jobs (a batch job per task, each in its pool), or give "
-        "them one pool with resources.pool",
+        "elastic mode (and a run in an allocation you already hold) runs every task in "
+        "one allocation shape",
+        hint="run them in pilot mode (an allocation per pool) or jobs mode (a batch job "
+        "per task, each in its pool), or give them one pool with resources.pool",
     )

@@ -23,7 +23,8 @@ from hpcflow.backends.base import AllocationState, AllocationStatus, Backend
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.preflight import check_transport
 from hpcflow.errors import AllocationFailed, HpcflowError
-from hpcflow.modes.pilot import continuation_due, default_poller, plan_pilot, submit_allocation
+from hpcflow.modes.pilot import continuation_due, default_poller, submit_allocation
+from hpcflow.modes.pilot_plan import plan_pilot
 from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st

@@ -46,6 +46,16 @@ def render_scripts(
     heading (None for a single script): the pilot allocation's, every job of jobs mode,
     or elastic mode's worker job (the scheduler's address is known only at run time)."""
     mode = mode_of(profile)
+    if mode == "pilot":
+        from hpcflow.modes.pilot_pools import plan_pools, pools_needed
+
+        several = pools_needed(graph, profile, [True] * len(graph.instances))
+        if several is not None:
+            pools = plan_pools(profile, paths, run_id, graph.loaded.base_dir, *several)
+            for pool, pool_plan in pools.plans.items():
+                role = "scheduler, driver and workers" if pool == pools.head else "workers"
+                yield f"pool {pool} ({role})", backend.render(pool_plan.request)
+            return
     if mode != "jobs":
         from hpcflow.engine.pools import one_pool
 
@@ -65,7 +75,7 @@ def render_scripts(
         )
         yield "elastic worker job (up to max_workers of them)", _worker_job_script(plan)
         return
-    from hpcflow.modes.pilot import plan_pilot
+    from hpcflow.modes.pilot_plan import plan_pilot
 
     yield None, backend.render(plan_pilot(profile, paths, run_id, graph.loaded.base_dir).request)
 

@@ -140,6 +140,11 @@ class RunPaths:
         """Pilot mode: the worker layout and transport every rank of an allocation reads."""
         return self.run_dir / "pilot.json"
 
+    def pilot_pool_config(self, pool: str) -> Path:
+        """Pilot mode with several pools: what the workers of pool ``pool``'s own
+        allocation read (the head allocation's ranks read :attr:`pilot_config`)."""
+        return self.run_dir / f"pilot-{pool}.json"
+
     @property
     def scheduler_address(self) -> Path:
         """Pilot mode: where rank 0 publishes the scheduler's address and dashboard."""

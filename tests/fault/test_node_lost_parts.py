@@ -11,7 +11,7 @@ from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.base import AllocationRequest
 from hpcflow.backends.pbs.backend import PbsBackend
 from hpcflow.backends.slurm.backend import SlurmBackend
-from hpcflow.modes.pilot import first_node
+from hpcflow.modes.pilot_plan import first_node
 
 
 @pytest.mark.parametrize(

@@ -6,11 +6,14 @@ import logging
 
 import pytest
 
+from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.dag.graph import build_graph
 from hpcflow.engine.pools import assign_pools, one_pool
 from hpcflow.errors import ProfileError, SpecError
+from hpcflow.modes.pilot_pools import plan_pools, pools_needed
 from hpcflow.settings.profile import CrossFieldError, Profile
 from hpcflow.spec.loader import load_workflow
+from hpcflow.store.paths import RunPaths
 from tests.conftest import write_workflow
 
 PROFILE = Profile(
@@ -120,3 +123,30 @@ def test_pilot_and_elastic_runs_take_the_one_pool_their_tasks_need(tmp_path):
     assert one_pool(graph, PROFILE, run).partition == "gpu"
     nothing_pooled = Profile(name="p", backend="slurm", partition="x")
     assert one_pool(graph, nothing_pooled) is nothing_pooled
+
+
+def test_a_pilot_run_plans_an_allocation_per_pool_with_the_head_first(tmp_path):
+    graph = _graph(tmp_path)
+    run = [True] * len(graph.instances)
+    head, of_template = pools_needed(graph, PROFILE, run)
+    assert head == "cpu"  # the pool of the first task to run (small)
+    paths = RunPaths(tmp_path / "run")
+    pools = plan_pools(PROFILE, paths, "RID", tmp_path, head, of_template)
+    assert list(pools.plans) == ["cpu", "big", "gpu"] and pools.others() == ["big", "gpu"]
+    cpu, big, gpu = (pools.plans[name] for name in ("cpu", "big", "gpu"))
+    # The head runs the scheduler and the driver, and knows every task's pool.
+    assert "--role" in cpu.request.command and "head" in cpu.request.command
+    assert cpu.config.task_pools == {str(i): p for i, p in of_template.items()}
+    assert cpu.config.releasable == ["big", "gpu"]
+    assert cpu.config.pool_slots == {"cpu": 16, "big": 64, "gpu": 8}
+    # The others run their workers only, in their own partition, told their pool.
+    assert "head" not in gpu.request.command and gpu.request.command[0] == "srun"
+    assert gpu.request.partition == "gpu" and gpu.request.gpus_per_node == 4
+    assert gpu.request.env["HPCFLOW_POOL"] == "gpu" and gpu.config.pool == "gpu"
+    assert big.request.memory_per_node == 1024**4 and big.request.stderr.name == "2.err"
+    paths.run_dir.mkdir(parents=True)
+    pools.write_configs(paths)
+    assert PilotConfig.read(paths.pilot_pool_config("gpu")).gpus_per_worker == 4
+    assert PilotConfig.read(paths.pilot_config).pool == "cpu"
+    one = [graph.templates[inst.spec_index].spec.name == "small" for inst in graph.instances]
+    assert pools_needed(graph, PROFILE, one) is None

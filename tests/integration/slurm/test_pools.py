@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from hpcflow.store.statedb import StateDB
 from tests.conftest import write_workflow
 from tests.integration.slurm.conftest import queue_drains, run_logs
 from tests.slurm_cluster import start_test_cluster
@@ -147,3 +149,99 @@ def test_a_task_no_pool_fits_is_refused_with_its_line(tmp_path, submit_tmp_path,
     assert f"{wf}:4:" in result.stderr and "task 'huge' fits no pool" in result.stderr
     assert "gpu: 4 GPUs, its nodes have 2" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / ".hpcflow" / "runs").exists()
+
+
+@pytest.mark.parametrize("base", ["slurm-test", "pbs-test"])
+def test_a_pilot_run_has_an_allocation_per_pool_and_releases_the_gpu_pool_early(
+    tmp_path, submit_tmp_path, env, shaped_cluster, base
+):
+    """One allocation per pool under one scheduler: the cpu pool's runs the scheduler,
+    the driver and its workers; the gpu pool's only workers, which join them. Each task
+    runs on its pool's nodes, and the gpu allocation ends (its workers retired) once the
+    last GPU task has, while the CPU task after it still runs."""
+    text = WORKFLOW.replace(
+        f"    command: {WHERE}\n    outputs: [where/post.txt]",
+        f"    command: sleep 20 && {WHERE}\n    outputs: [where/post.txt]",
+    )
+    wf = write_workflow(tmp_path, text)
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", base)),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+         f"pools-{base}", "--mode", "pilot", "-q"],
+        env=run_env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(tmp_path)
+    where = {p.stem: p.read_text().split() for p in sorted((tmp_path / "where").glob("*.txt"))}
+    for name in ("prep-1", "prep-2", "post"):
+        assert where[name][0] in ("n1", "n2") and len(where[name]) == 1, where
+    for name in ("train", "share"):
+        assert where[name][0] in ("n3", "n4") and where[name][1] in ("0", "1"), where
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    scripts = [(run_dir / "allocations" / f"{n}.sh").read_text() for n in (1, 2)]
+    queue = "#SBATCH --partition=" if base == "slurm-test" else "#PBS -q "
+    assert f"{queue}cpu\n" in scripts[0] and "--role head" in scripts[0]
+    assert f"{queue}gpu\n" in scripts[1] and "--role head" not in scripts[1]
+    assert "export HPCFLOW_POOL=gpu" in scripts[1]
+    with StateDB(run_dir / "state.sqlite", readonly=True) as db:
+        allocations = db.allocations()
+        post = next(row for row in db.tasks() if row.name == "post")
+    # Exactly one allocation per pool, both ended by themselves (none cancelled).
+    assert [(a.number, a.state) for a in allocations] == [(1, "completed"), (2, "completed")]
+    gpu = allocations[1]
+    assert gpu.updated is not None and post.ended is not None
+    assert gpu.updated < post.ended - 5, (gpu.updated, post.ended)
+    driver_log = (run_dir / "driver.log").read_text()
+    assert "pool gpu: its last task has ended; releasing its workers" in driver_log
+    assert queue_drains(shaped_cluster) == []
+
+
+def test_a_pool_allocation_that_ends_with_its_tasks_to_run_ends_the_run(
+    tmp_path, submit_tmp_path, env, shaped_cluster
+):
+    """The gpu pool's allocation is cancelled (an operator, a failed node) before its
+    tasks could run: they never can, so the run ends at once, naming that allocation and
+    its logs, and the head allocation is cancelled rather than left to idle."""
+    text = WORKFLOW.replace(
+        f'    command: {WHERE}\n    outputs: ["where/prep-{{i}}.txt"]',
+        f'    command: sleep 60 && {WHERE}\n    outputs: ["where/prep-{{i}}.txt"]',
+    )
+    assert "sleep 60" in text
+    wf = write_workflow(tmp_path, text)
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", "slurm-test")),
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+         "pools-slurm-test", "--mode", "pilot", "-q"],
+        env=run_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        gpu_job = None
+        while gpu_job is None and time.monotonic() < deadline:
+            out = shaped_cluster.run(["squeue", "-h", "-o", "%i %j %T"], check=False).stdout
+            gpu_job = next(
+                (line.split()[0] for line in out.splitlines()
+                 if line.split()[1].endswith("-gpu") and line.split()[2] == "RUNNING"),
+                None,
+            )  # fmt: skip
+            time.sleep(0.3)
+        assert gpu_job is not None, "the gpu pool's allocation never ran"
+        shaped_cluster.run(["scancel", gpu_job])
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, out + err
+    assert f"allocation {gpu_job} ended" in err, err
+    assert "the allocation of pool gpu ended (CANCELLED" in err, err
+    assert "2 of its task(s) still to run" in err and "Traceback" not in err, err
+    assert "allocations/2.err" in err, err
+    assert queue_drains(shaped_cluster) == []

@@ -22,7 +22,7 @@ from hpcflow.bootstrap.roles import gpu_rotation, spread, worker_local_index, wo
 from hpcflow.bootstrap.workers import await_workers
 from hpcflow.errors import ProfileError, RunError
 from hpcflow.launchers import head_argv, worker_launch_argv
-from hpcflow.modes.pilot import pilot_command, plan_in_allocation, plan_pilot
+from hpcflow.modes.pilot_plan import pilot_command, plan_in_allocation, plan_pilot
 from hpcflow.settings import resolve_profile
 from hpcflow.store.paths import RunPaths
 

@@ -1,0 +1,196 @@
+"""Pilot mode with several pools: one allocation per pool, all under one scheduler.
+
+The pool of the first task to run is the *head*: its allocation runs the scheduler and
+the driver as in a one-pool run, and its workers. Every other pool gets an allocation of
+its own shape (partition, nodes, GPUs...) that runs workers only: they read their pool's
+``pilot-POOL.json``, join the head's scheduler through the address it published, and
+offer the Dask resource of their pool, which that pool's tasks ask for. When the last
+task of another pool has ended, the driver retires that pool's workers, and its
+allocation ends while the rest of the run goes on.
+
+On the submit side all allocations are submitted together and followed by one poller.
+A pool's allocation that ends while tasks of its pool are still to run (cancelled,
+failed to start, a lost node) ends the run, with its logs named: those tasks could never
+run. Continuation allocations are not made for runs with several pools.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hpcflow.backends.base import AllocationStatus, Backend
+from hpcflow.backends.poller import Poller
+from hpcflow.dag.graph import TaskGraph
+from hpcflow.engine.capacity import check_capacity
+from hpcflow.engine.pools import POOL_VARIABLE, assign_pools
+from hpcflow.modes.pilot_plan import PilotPlan, plan_pilot
+from hpcflow.settings.profile import Profile
+from hpcflow.store import statedb as st
+from hpcflow.store.paths import RunPaths
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PoolAllocations:
+    """A run's pools and the allocation each one asks for (the head's first)."""
+
+    head: str
+    plans: dict[str, PilotPlan]
+    #: The pool of every task definition that runs (by its index).
+    of_template: dict[int, str]
+
+    def others(self) -> list[str]:
+        return [pool for pool in self.plans if pool != self.head]
+
+    def write_configs(self, paths: RunPaths) -> None:
+        """What the ranks read: the head allocation's pilot.json, each other pool's own."""
+        for pool, plan in self.plans.items():
+            plan.config.write(
+                paths.pilot_config if pool == self.head else paths.pilot_pool_config(pool)
+            )
+
+
+def pools_needed(
+    graph: TaskGraph, profile: Profile, run: list[bool]
+) -> tuple[str, dict[int, str]] | None:
+    """(the head pool, each task definition's pool) when the tasks to run need more than
+    one of the profile's pools; None when they need one (or the profile has none)."""
+    chosen = assign_pools(graph, profile, run)
+    names = {pool for pool in chosen.values() if pool is not None}
+    if len(names) <= 1:
+        return None
+    first = next(i for i in graph.order if run[i])
+    head = chosen[graph.instances[first].spec_index]
+    assert head is not None
+    return head, {index: pool for index, pool in chosen.items() if pool is not None}
+
+
+def plan_pools(
+    profile: Profile,
+    paths: RunPaths,
+    run_id: str,
+    base_dir: Path,
+    head: str,
+    of_template: dict[int, str],
+) -> PoolAllocations:
+    """Every pool's allocation: the head's with the scheduler and driver (told each task's
+    pool, each pool's slots, and which pools to release), the others' workers only."""
+    order = [head] + [pool for pool in profile.pools if pool in set(of_template.values())]
+    order = list(dict.fromkeys(order))
+    plans: dict[str, PilotPlan] = {}
+    for number, pool in enumerate(order, start=1):
+        shaped = profile.for_pool(pool)
+        plan = plan_pilot(shaped, paths, run_id, base_dir, number, head=pool == head)
+        request = plan.request
+        if pool != head:
+            request = replace(
+                request,
+                job_name=f"hpcflow-{run_id}-{pool}",
+                env={**request.env, POOL_VARIABLE: pool},
+            )
+        plans[pool] = PilotPlan(request, replace(plan.config, pool=pool))
+    slots = {pool: plan.config.slots for pool, plan in plans.items()}
+    head_plan = plans[head]
+    plans[head] = PilotPlan(
+        head_plan.request,
+        replace(
+            head_plan.config,
+            task_pools={str(index): pool for index, pool in of_template.items()},
+            pool_slots=slots,
+            releasable=[pool for pool in order if pool != head],
+        ),
+    )
+    return PoolAllocations(head, plans, of_template)
+
+
+def check_pools_capacity(
+    graph: TaskGraph, run: list[bool], pools: PoolAllocations, profile: Profile
+) -> None:
+    """Refuse, before anything is submitted, a task that does not fit its pool's workers."""
+    for pool, plan in pools.plans.items():
+        mine = [
+            run[inst.index] and pools.of_template.get(inst.spec_index) == pool
+            for inst in graph.instances
+        ]
+        check_capacity(
+            graph,
+            mine,
+            plan.config.threads_per_worker,
+            plan.config.gpus_per_worker,
+            where=f"pool {pool!r} of profile {profile.name!r}",
+            mpi_wrapped=profile.launcher != "single",
+        )
+
+
+class PoolCompanions:
+    """The allocations of a run's other pools, followed beside the head allocation."""
+
+    def __init__(
+        self,
+        pools: PoolAllocations,
+        native_ids: dict[str, str],
+        graph: TaskGraph,
+        paths: RunPaths,
+    ) -> None:
+        self.pools = pools
+        self.native_ids = native_ids
+        self.graph = graph
+        self.paths = paths
+        self._seen: dict[str, AllocationStatus] = {}
+
+    def ids(self) -> list[str]:
+        return list(self.native_ids.values())
+
+    def update(self, poller: Poller, submit: st.SubmitDB) -> None:
+        """Record what the batch system says of each pool's allocation."""
+        for native_id in self.native_ids.values():
+            status = poller.latest.get(native_id)
+            if status is not None and status != self._seen.get(native_id):
+                submit.update_allocation(
+                    native_id, status.state.value, status.native_state, status.reason
+                )
+                self._seen[native_id] = status
+
+    def ended_early(self, poller: Poller, db: st.StateDB) -> tuple[str, str, str] | None:
+        """(pool, allocation id, why) of a pool's allocation that ended while tasks of its
+        pool are still to run; None while every ended one had nothing left."""
+        left: dict[str, int] | None = None
+        for pool, native_id in self.native_ids.items():
+            status = poller.latest.get(native_id)
+            if status is None or not poller.settled([native_id]):
+                continue
+            if left is None:
+                left = self._tasks_left(db)
+            if left.get(pool, 0):
+                state = status.native_state or status.state.value
+                why = (
+                    f"the allocation of pool {pool} ended ({state}"
+                    f"{': ' + status.reason if status.reason else ''}) with "
+                    f"{left[pool]} of its task(s) still to run"
+                )
+                return pool, native_id, why
+        return None
+
+    def live(self, poller: Poller) -> list[str]:
+        return [i for i in self.native_ids.values() if not poller.settled([i])]
+
+    def cancel_live(self, backend: Backend, poller: Poller) -> None:
+        live = self.live(poller)
+        if live:
+            log.warning("cancelling the allocations of the other pools: %s", ", ".join(live))
+            backend.cancel(live)
+
+    def logs(self, pool: str) -> list[str]:
+        plan = self.pools.plans[pool]
+        return [str(plan.request.stdout), str(plan.request.stderr)]
+
+    def _tasks_left(self, db: st.StateDB) -> dict[str, int]:
+        left: dict[str, int] = {}
+        for row in db.tasks(states=(st.PENDING, st.RUNNING)):
+            pool = self.pools.of_template.get(self.graph.instances[row.idx].spec_index)
+            if pool is not None:
+                left[pool] = left.get(pool, 0) + 1
+        return left
