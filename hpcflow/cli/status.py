@@ -123,6 +123,7 @@ class Snapshot:
                 {
                     "native_id": a.native_id,
                     "backend": a.backend,
+                    "pool": a.pool,
                     "state": a.state,
                     "native_state": a.native_state,
                     "reason": a.reason,
@@ -223,7 +224,7 @@ def render(snap: Snapshot) -> Any:
         waiting = f" (queued {_ago(a.submitted)})" if queued else ""
         parts.append(
             Text(
-                f"allocation {a.native_id} ({a.backend}): "
+                f"allocation {a.native_id} ({a.backend}{', pool ' + a.pool if a.pool else ''}): "
                 f"{a.native_state or a.state}{waiting}{reason}"
             )
         )

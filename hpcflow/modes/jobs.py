@@ -329,6 +329,7 @@ class JobsFollower:
                 str(script),
                 str(request.stdout),
                 str(request.stderr),
+                self.pools.get(unit.spec_index),
             )
         )
         self.poller.track([native_id])

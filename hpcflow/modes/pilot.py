@@ -91,6 +91,7 @@ def submit_allocation(
             str(path),
             str(plan.request.stdout),
             str(plan.request.stderr),
+            plan.config.pool,
         )
     )
     log.info("allocation %d submitted as %s %s", number, backend.name, native_id)
@@ -168,7 +169,10 @@ def run_pilot(
                     backend, plan, paths, submit, 1, retries=profile.submit_retries
                 )
                 if pools is not None:
-                    companions = _submit_other_pools(backend, pools, paths, submit, base, graph)
+                    companions = _other_pools(backend, pools, paths, submit, base, graph)
+                    if follow.detach:
+                        # Nobody follows the run to queue them when due: queue them now.
+                        companions.submit_all()
             except BaseException as exc:
                 submit.declare_over(
                     RunStatus.FAILED, "the allocation was never submitted",
@@ -189,7 +193,7 @@ def run_pilot(
                 )  # fmt: skip
 
 
-def _submit_other_pools(
+def _other_pools(
     backend: Backend,
     pools: PoolAllocations,
     paths: RunPaths,
@@ -197,20 +201,21 @@ def _submit_other_pools(
     profile: Profile,
     graph: TaskGraph,
 ) -> PoolCompanions:
-    """Submit the allocation of every pool but the head's (already submitted)."""
-    ids: dict[str, str] = {}
-    try:
-        for number, pool in enumerate(pools.others(), start=2):
-            ids[pool] = submit_allocation(
+    """The allocations of every pool but the head's (already queued), each queued when
+    it is due. A pool whose allocation cannot be queued ends the run: the head allocation
+    (and what else was queued) must not wait for workers that will never come."""
+
+    def submit_pool(pool: str) -> str:
+        number = pools.number(pool)
+        try:
+            return submit_allocation(
                 backend, pools.plans[pool], paths, submit, number, retries=profile.submit_retries
             )
-            log.info("pool %s: allocation %s", pool, ids[pool])
-    except BaseException:
-        # The head allocation (and what else was queued) must not wait for pools that
-        # will never come.
-        backend.cancel([*submit_ids(submit), *ids.values()])
-        raise
-    return PoolCompanions(pools, ids, graph, paths)
+        except BaseException:
+            backend.cancel(submit_ids(submit))
+            raise
+
+    return PoolCompanions(pools, graph, paths, submit_pool)
 
 
 def submit_ids(submit: st.SubmitDB) -> list[str]:
@@ -311,6 +316,8 @@ def _follow(
             status = poller.latest.get(current)
             meta = db.meta()
             if companions is not None:
+                if meta.get("status") not in _DRIVER_ENDED:
+                    companions.submit_due(db, poller)
                 companions.update(poller, submit)
                 early = None
                 if meta.get("status") not in _DRIVER_ENDED:

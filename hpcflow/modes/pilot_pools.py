@@ -8,7 +8,9 @@ offer the Dask resource of their pool, which that pool's tasks ask for. When the
 task of another pool has ended, the driver retires that pool's workers, and its
 allocation ends while the rest of the run goes on.
 
-On the submit side all allocations are submitted together and followed by one poller.
+On the submit side the head allocation is queued at once, and each other pool's when a
+task of that pool is near ready (every task it depends on is running or done), so GPU
+nodes are not held while the CPU work before them runs; all are followed by one poller.
 A pool's allocation that ends while tasks of its pool are still to run (cancelled,
 failed to start, a lost node) ends the run, with its logs named: those tasks could never
 run. Continuation allocations are not made for runs with several pools.
@@ -17,6 +19,8 @@ run. Continuation allocations are not made for runs with several pools.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -41,6 +45,10 @@ class PoolAllocations:
     plans: dict[str, PilotPlan]
     #: The pool of every task definition that runs (by its index).
     of_template: dict[int, str]
+
+    def number(self, pool: str) -> int:
+        """The pool's allocation number (its script and logs: allocations/N.*)."""
+        return list(self.plans).index(pool) + 1
 
     def others(self) -> list[str]:
         return [pool for pool in self.plans if pool != self.head]
@@ -125,21 +133,66 @@ def check_pools_capacity(
         )
 
 
+#: Seconds between two looks at whether another pool's allocation is due.
+DUE_CHECK_SECONDS = 1.0
+
+
 class PoolCompanions:
-    """The allocations of a run's other pools, followed beside the head allocation."""
+    """The allocations of a run's other pools: queued when due, followed beside the head
+    allocation. ``submit_pool`` queues a pool's allocation and returns its native id."""
 
     def __init__(
         self,
         pools: PoolAllocations,
-        native_ids: dict[str, str],
         graph: TaskGraph,
         paths: RunPaths,
+        submit_pool: Callable[[str], str],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.pools = pools
-        self.native_ids = native_ids
+        #: The pools whose allocation was queued, and its native id.
+        self.native_ids: dict[str, str] = {}
         self.graph = graph
         self.paths = paths
+        self.submit_pool = submit_pool
+        self.clock = clock
         self._seen: dict[str, AllocationStatus] = {}
+        self._next_check = 0.0
+
+    def unsubmitted(self) -> list[str]:
+        return [pool for pool in self.pools.others() if pool not in self.native_ids]
+
+    def submit_all(self) -> None:
+        """Queue every pool's allocation now (a detached run: nobody follows it)."""
+        for pool in self.unsubmitted():
+            self.native_ids[pool] = self.submit_pool(pool)
+
+    def submit_due(self, db: st.StateDB, poller: Poller | None = None) -> list[str]:
+        """Queue the allocation of every pool a task of which is near ready: not ended,
+        with every task it depends on running or done (the driver marks a task running as
+        soon as it hands it to Dask, where it may wait for its pool's workers). Returns
+        the pools queued now."""
+        waiting = self.unsubmitted()
+        if not waiting or self.clock() < self._next_check:
+            return []
+        self._next_check = self.clock() + DUE_CHECK_SECONDS
+        rows = db.tasks()
+        state = {row.idx: row.state for row in rows}
+        under_way = {st.RUNNING, st.SUCCEEDED, st.CACHED}
+        due: list[str] = []
+        for row in rows:
+            if row.state not in (st.PENDING, st.RUNNING):
+                continue
+            pool = self.pools.of_template.get(self.graph.instances[row.idx].spec_index)
+            if pool in waiting and pool not in due:
+                if all(state.get(dep) in under_way for dep in row.deps):
+                    due.append(pool)
+        for pool in due:
+            self.native_ids[pool] = self.submit_pool(pool)
+            log.info("pool %s: a task is near ready; allocation %s", pool, self.native_ids[pool])
+            if poller is not None:
+                poller.track([self.native_ids[pool]])
+        return due
 
     def ids(self) -> list[str]:
         return list(self.native_ids.values())

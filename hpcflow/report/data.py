@@ -74,6 +74,8 @@ class ReportData:
     edges: set[tuple[str, str]]
     failures: list[Failure] = field(default_factory=list)
     values: list[ValueTotals] = field(default_factory=list)
+    #: The pool of each task definition (by name) in a pilot run with several pools.
+    pools: dict[str, str] = field(default_factory=dict)
 
     @property
     def moved(self) -> int:
@@ -101,6 +103,13 @@ def collect(paths: RunPaths) -> ReportData:
     plan = _read_json(paths.plan)
     info = _read_json(paths.run_info)
     requested = {t["name"]: t.get("resources", {}) for t in plan.get("tasks", [])}
+    names = [t["name"] for t in plan.get("tasks", [])]
+    task_pools = _read_json(paths.pilot_config).get("task_pools") or {}
+    pools = {
+        names[int(index)]: str(pool)
+        for index, pool in task_pools.items()
+        if str(index).isdigit() and int(index) < len(names)
+    }
     by_idx = {t.idx: t for t in tasks}
     edges = {
         (by_idx[d].name, t.name)
@@ -155,6 +164,7 @@ def collect(paths: RunPaths) -> ReportData:
         edges=edges,
         failures=failures,
         values=_value_totals(value_rows, by_idx, order),
+        pools=pools,
     )
 
 

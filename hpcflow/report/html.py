@@ -147,7 +147,8 @@ def _dominant(states: dict[str, int]) -> str:
 def _timeline(
     data: ReportData, now: float
 ) -> tuple[list[Bar], list[tuple[str, float]], int, float, float]:
-    """Bars per host (packed into lanes), then one row per allocation."""
+    """Bars per host (packed into lanes), grouped by pool in a run with several, then
+    one row per allocation."""
     by_idx = {t.idx: t for t in data.tasks}
     spans = [
         (a, a.started, a.ended if a.ended is not None else now)
@@ -164,11 +165,16 @@ def _timeline(
     bars: list[Bar] = []
     labels: list[tuple[str, float]] = []
     y = 0.0
-    hosts = sorted({a.host or "?" for a, _, _ in spans})
-    for host in hosts:
-        mine = [(a, s, e) for a, s, e in spans if (a.host or "?") == host]
+
+    def lane_of(a: st.AttemptRecord) -> tuple[str, str]:
+        task = by_idx.get(a.task_idx)
+        return (data.pools.get(task.name, "") if task else "", a.host or "?")
+
+    hosts = sorted({lane_of(a) for a, _, _ in spans})
+    for pool, host in hosts:
+        mine = [(a, s, e) for a, s, e in spans if lane_of(a) == (pool, host)]
         lanes = pack_lanes([(s, e) for _, s, e in mine])
-        labels.append((host, y))
+        labels.append((f"{pool} · {host}" if pool else host, y))
         for (a, s, e), lane in zip(mine, lanes, strict=True):
             task = by_idx.get(a.task_idx)
             name = task.id if task else str(a.task_idx)
@@ -183,14 +189,16 @@ def _timeline(
             )
         y += (max(lanes, default=0) + 1) * LANE_H + 8
     for al, s, e in alloc_spans:
-        labels.append((f"allocation {al.native_id}", y))
+        pool = f" · {al.pool}" if al.pool else ""
+        labels.append((f"allocation {al.native_id}{pool}", y))
         bars.append(
             Bar(
                 LABEL_W + (s - t0) * scale,
                 y,
                 max(1.0, (e - s) * scale),
                 "#7a6fd0",
-                f"allocation {al.native_id} ({al.backend}) {al.native_state or al.state}: "
+                f"allocation {al.native_id} ({al.backend}{', pool ' + al.pool if al.pool else ''}) "
+                f"{al.native_state or al.state}: "
                 f"submitted {_when(s)}, last seen {_when(e)}",
             )
         )

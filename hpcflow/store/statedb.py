@@ -82,7 +82,8 @@ CREATE TABLE IF NOT EXISTS allocations (
     updated REAL,
     script TEXT NOT NULL,
     stdout TEXT NOT NULL,
-    stderr TEXT NOT NULL
+    stderr TEXT NOT NULL,
+    pool TEXT
 );
 """
 
@@ -151,6 +152,9 @@ class AllocationRow:
     script: str
     stdout: str
     stderr: str
+    #: The profile's pool the allocation (or job) is for; None without pools, and in
+    #: runs recorded before pools existed.
+    pool: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +472,9 @@ class SubmitDB(BatchedWriter):
         self.path = path
         conn = connect_writer(path)
         conn.executescript(_SUBMIT_SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(allocations)")}
+        if "pool" not in columns:  # a run recorded before pools existed, continued now
+            conn.execute("ALTER TABLE allocations ADD COLUMN pool TEXT")
         super().__init__(conn)
 
     def __enter__(self) -> SubmitDB:
@@ -488,10 +495,13 @@ class SubmitDB(BatchedWriter):
 
     def add_allocation(self, row: AllocationRow) -> None:
         self.write(
-            "INSERT OR REPLACE INTO allocations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO allocations (native_id, number, backend, state, "
+            "native_state, reason, submitted, updated, script, stdout, stderr, pool) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (row.native_id, row.number, row.backend, row.state, row.native_state,
-                 row.reason, row.submitted, row.updated, row.script, row.stdout, row.stderr)
+                 row.reason, row.submitted, row.updated, row.script, row.stdout, row.stderr,
+                 row.pool)
             ],
             now=True,
         )  # fmt: skip

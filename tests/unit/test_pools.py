@@ -150,3 +150,43 @@ def test_a_pilot_run_plans_an_allocation_per_pool_with_the_head_first(tmp_path):
     assert PilotConfig.read(paths.pilot_config).pool == "cpu"
     one = [graph.templates[inst.spec_index].spec.name == "small" for inst in graph.instances]
     assert pools_needed(graph, PROFILE, one) is None
+
+
+def test_another_pools_allocation_is_queued_once_one_of_its_tasks_is_near_ready(
+    tmp_path, monkeypatch
+):
+    from hpcflow.engine.lifecycle import RunLife
+    from hpcflow.engine.prepare import RunOptions, prepare
+    from hpcflow.modes.pilot_pools import PoolCompanions
+    from hpcflow.store import statedb as st
+
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
+    wf = write_workflow(
+        tmp_path,
+        "name: two\ntasks:\n  - name: prep\n    command: 'true'\n"
+        "  - name: train\n    needs: [prep]\n    resources: {gpus: 1}\n    command: 'true'\n",
+    )
+    options = RunOptions()
+    prepared = prepare(wf, options)
+    graph = prepared.graph
+    run = [True] * len(graph.instances)
+    head, of_template = pools_needed(graph, PROFILE, run)
+    now = [0.0]
+    queued: list[str] = []
+    with RunLife(prepared, options) as life:
+        life.create()
+        pools = plan_pools(PROFILE, life.paths, life.run_id, tmp_path, head, of_template)
+        companions = PoolCompanions(
+            pools, graph, life.paths, lambda pool: queued.append(pool) or f"job-{pool}",
+            clock=lambda: now[0],
+        )  # fmt: skip
+        db = life.db
+        assert companions.submit_due(db) == [] and queued == []  # prep has not started
+        # prep done, train handed to Dask (running, to the driver), waiting for workers.
+        db.set_states([(0, st.SUCCEEDED), (1, st.RUNNING)])
+        db.flush()
+        assert companions.submit_due(db) == []  # looked a moment ago: not yet again
+        now[0] += 5
+        assert companions.submit_due(db) == ["gpu"] and companions.native_ids == {"gpu": "job-gpu"}
+        now[0] += 5
+        assert companions.submit_due(db) == [] and queued == ["gpu"]  # once

@@ -77,6 +77,32 @@ def test_files_use_a_rollback_journal_and_readers_cannot_write(tmp_path):
     assert sorted(p.name for p in paths.run_dir.iterdir()) == ["state.sqlite"]
 
 
+def test_allocations_recorded_before_pools_existed_still_read_and_take_pools(tmp_path):
+    """A submit.sqlite of an older version (no pool column): readers see its rows with
+    no pool, and a continuation's writer adds the column before recording more."""
+    paths, db = _run(tmp_path)
+    db.close()
+    old = sqlite3.connect(paths.submit_db)
+    old.executescript(
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);"
+        "CREATE TABLE allocations (native_id TEXT PRIMARY KEY, number INTEGER NOT NULL, "
+        "backend TEXT NOT NULL, state TEXT NOT NULL, native_state TEXT, reason TEXT, "
+        "submitted REAL NOT NULL, updated REAL, script TEXT NOT NULL, stdout TEXT NOT NULL, "
+        "stderr TEXT NOT NULL);"
+        "INSERT INTO allocations VALUES ('7', 1, 'slurm', 'completed', NULL, NULL, 1.0, "
+        "NULL, 's.sh', 'o', 'e');"
+    )
+    old.commit()
+    old.close()
+    with st.StateDB(paths.state_db, readonly=True) as reader:
+        assert [(a.native_id, a.pool) for a in reader.allocations()] == [("7", None)]
+    with st.SubmitDB(paths.submit_db) as submit:
+        row = st.AllocationRow("8", 2, "slurm", "queued", None, None, 2.0, None,
+                               "s2.sh", "o2", "e2", "gpu")  # fmt: skip
+        submit.add_allocation(row)
+        assert [(a.native_id, a.pool) for a in submit.allocations()] == [("7", None), ("8", "gpu")]
+
+
 def test_readers_join_the_submitting_sides_verdict(tmp_path):
     paths, db = _run(tmp_path)
     db.start_attempts([(0, 1), (1, 1)])

@@ -127,6 +127,8 @@ def test_each_task_runs_in_its_pool_on_nodes_of_its_shape(
         ).stdout  # fmt: skip
     )
     assert status["status"] == "succeeded"
+    # `hpcflow status` says which pool each job is for.
+    assert sorted(a["pool"] for a in status["allocations"]) == ["cpu", "cpu", "gpu", "gpu"]
     assert queue_drains(shaped_cluster) == []
 
 
@@ -189,13 +191,31 @@ def test_a_pilot_run_has_an_allocation_per_pool_and_releases_the_gpu_pool_early(
     with StateDB(run_dir / "state.sqlite", readonly=True) as db:
         allocations = db.allocations()
         post = next(row for row in db.tasks() if row.name == "post")
+        prep_started = min(row.started or 0 for row in db.tasks() if row.name == "prep")
     # Exactly one allocation per pool, both ended by themselves (none cancelled).
-    assert [(a.number, a.state) for a in allocations] == [(1, "completed"), (2, "completed")]
+    assert [(a.number, a.state, a.pool) for a in allocations] == [
+        (1, "completed", "cpu"),
+        (2, "completed", "gpu"),
+    ]
     gpu = allocations[1]
+    # Queued only once a GPU task was near ready (prep, which it needs, running): not
+    # with the head, so GPU nodes were not held while the CPU work before them ran.
+    assert gpu.submitted >= prep_started > allocations[0].submitted, (gpu, prep_started)
     assert gpu.updated is not None and post.ended is not None
     assert gpu.updated < post.ended - 5, (gpu.updated, post.ended)
     driver_log = (run_dir / "driver.log").read_text()
     assert "pool gpu: its last task has ended; releasing its workers" in driver_log
+    # The report draws each pool's hosts as lanes of their own, and names the pools.
+    page = submit_tmp_path / "report.html"
+    report = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "report", str(run_dir), "-o", str(page)],
+        env=run_env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stdout + report.stderr
+    html = page.read_text()
+    assert "gpu · n3" in html or "gpu · n4" in html, "no gpu lane in the report"
+    assert "cpu · n1" in html or "cpu · n2" in html, "no cpu lane in the report"
+    assert f"allocation {gpu.native_id} · gpu" in html
     assert queue_drains(shaped_cluster) == []
 
 
