@@ -3,7 +3,7 @@
 #
 # Usage:
 #   slurm/start-cluster.sh BASE_DIR [--nodes N] [--cpus C] [--gpus G] [--gpu-nodes K]
-#                          [--port P] [--min-job-age S] [--timeout S]
+#                          [--gpu-type T] [--port P] [--min-job-age S] [--timeout S]
 #                          [--slurmd-timeout S]
 #                          [--accounting [--enforce-limits]]
 #                          [--share PATH]... [--shared-fs gluster|none]
@@ -15,7 +15,8 @@
 #     machine's own namespaces, where the tests and `hpcflow run` run)
 #   * N nodes n1..nN (default 4), each with C CPUs (default 2) and G fake GPUs
 #     (default 2; character devices made with mknod that alias /dev/null; with
-#     --gpu-nodes K only the last K nodes have them). Partitions: debug (every
+#     --gpu-nodes K only the last K nodes have them; --gpu-type T names their
+#     kind, the gres type jobs ask for as --gres=gpu:T:N). Partitions: debug (every
 #     node, the default), gpu (the GPU nodes) and, with --gpu-nodes, cpu (the
 #     others): two node shapes, as a site with CPU and GPU partitions has. Each
 #     node is a "host" of its own: its own UTS, PID and mount namespaces
@@ -91,6 +92,7 @@ NODES=4
 CPUS=2
 GPUS=2
 GPU_NODES=""
+GPU_TYPE=""
 PORT=16817
 MIN_JOB_AGE=30
 TIMEOUT=60
@@ -111,6 +113,8 @@ while [ $# -gt 0 ]; do
         --gpus=*) GPUS="${1#*=}"; shift ;;
         --gpu-nodes) GPU_NODES="${2:?}"; shift 2 ;;
         --gpu-nodes=*) GPU_NODES="${1#*=}"; shift ;;
+        --gpu-type) GPU_TYPE="${2:?}"; shift 2 ;;
+        --gpu-type=*) GPU_TYPE="${1#*=}"; shift ;;
         --port) PORT="${2:?}"; shift 2 ;;
         --port=*) PORT="${1#*=}"; shift ;;
         --min-job-age) MIN_JOB_AGE="${2:?}"; shift 2 ;;
@@ -143,6 +147,7 @@ done
 [ "$CPUS" -ge 1 ] || die "--cpus must be >= 1"
 [ -z "$GPU_NODES" ] || { [ "$GPU_NODES" -ge 1 ] && [ "$GPU_NODES" -le "$NODES" ]; } \
     || die "--gpu-nodes must be between 1 and --nodes ($NODES)"
+[[ -z "$GPU_TYPE" || "$GPU_TYPE" =~ ^[A-Za-z0-9_]+$ ]] || die "--gpu-type must be letters, digits and '_'"
 [ "$PORT" -ge 1024 ] && [ $((PORT + 10 + NODES)) -le 65535 ] || die "--port out of range"
 [ "$NODES" -le 250 ] || die "--nodes must be <= 250 (node i has the address 127.0.10.i)"
 case "$SHARED_FS" in
@@ -348,7 +353,8 @@ chmod 755 "$ETC/task-prolog.sh"
 node_list="n[1-$NODES]"
 [ "$NODES" -gt 1 ] || node_list="n1"
 gres_node=""
-[ "$GPUS" -eq 0 ] || gres_node="Gres=gpu:$GPUS"
+gpu_type_gres="${GPU_TYPE:+$GPU_TYPE:}"
+[ "$GPUS" -eq 0 ] || gres_node="Gres=gpu:$gpu_type_gres$GPUS"
 # With --gpu-nodes K only the last K nodes have GPUs: two node shapes, each a partition.
 [ -n "$GPU_NODES" ] || GPU_NODES="$NODES"
 FIRST_GPU_NODE=$((NODES - GPU_NODES + 1))
@@ -429,7 +435,7 @@ gpu_list="$(hostlist "$FIRST_GPU_NODE" "$NODES")"
     if [ "$GPUS" -gt 0 ]; then
         for i in $(seq "$FIRST_GPU_NODE" "$NODES"); do
             if [ "$GPUS" -eq 1 ]; then files="$BASE/dev/n$i/gpu0"; else files="$BASE/dev/n$i/gpu[0-$((GPUS - 1))]"; fi
-            echo "NodeName=n$i Name=gpu File=$files"
+            echo "NodeName=n$i Name=gpu${GPU_TYPE:+ Type=$GPU_TYPE} File=$files"
         done
     fi
 } > "$ETC/gres.conf"

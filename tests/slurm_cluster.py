@@ -499,6 +499,7 @@ def start_cluster(
     cpus: int = 2,
     gpus: int = 2,
     gpu_nodes: int | None = None,
+    gpu_type: str | None = None,
     port: int | None = None,
     min_job_age: int = 30,
     timeout: float = 30,
@@ -521,7 +522,8 @@ def start_cluster(
     ``enforce_limits`` (with ``accounting``): QOS and association limits apply, and
     the calling user has an association, so ``sacctmgr`` limits can be tested.
     ``gpu_nodes``: only the last ``gpu_nodes`` nodes have GPUs (partition ``gpu``; the
-    others make partition ``cpu``); default: every node.
+    others make partition ``cpu``); default: every node. ``gpu_type``: their kind (the
+    gres type, ``--gres=gpu:TYPE:N``); default: none.
     ``slurmd_timeout``: SlurmdTimeout in seconds (SLURM's default 300 when None): how
     soon a node whose slurmd died is marked DOWN.
     ``shared_fs``: ``"gluster"`` (a GlusterFS volume of its own at ``BASE/shared``, or
@@ -575,6 +577,8 @@ def start_cluster(
             cmd += ["--slurmd-timeout", str(int(slurmd_timeout))]
         if gpu_nodes is not None:
             cmd += ["--gpu-nodes", str(int(gpu_nodes))]
+        if gpu_type is not None:
+            cmd += ["--gpu-type", gpu_type]
         cmd += ["--shared-fs", shared_fs]
         if from_base is not None:
             cmd += ["--shared-from", str(from_base)]

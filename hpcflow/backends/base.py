@@ -55,6 +55,7 @@ class AllocationRequest:
     ntasks_per_node: int | None = None
     cpus_per_task: int = 1
     gpus_per_node: int = 0
+    gpu_kind: str | None = None  # SLURM's gres type (a100); None: any
     memory_per_node: int | None = None  # bytes
     walltime: float | None = None  # seconds
     partition: str | None = None

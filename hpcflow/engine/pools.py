@@ -43,18 +43,26 @@ class PoolShape:
     gpus: int
     memory: int | None
     nodes: int
+    gpu_kind: str | None = None
 
     @classmethod
     def of(cls, name: str, profile: Profile) -> PoolShape:
         shaped = profile.for_pool(name)
         return cls(
-            name, shaped.cpus_per_node, shaped.gpus_per_node, shaped.memory_per_node, shaped.nodes
+            name,
+            shaped.cpus_per_node,
+            shaped.gpus_per_node,
+            shaped.memory_per_node,
+            shaped.nodes,
+            shaped.gpu_kind,
         )
 
     def misfit(self, res: Resources) -> str | None:
         """Why a task with ``res`` cannot run on this pool's nodes; None when it can."""
         if res.gpus > self.gpus:
             return f"{res.gpus:g} GPUs, its nodes have {self.gpus}"
+        if res.gpus and res.gpu_kind is not None and res.gpu_kind != self.gpu_kind:
+            return f"{res.gpu_kind} GPUs, its GPUs are {self.gpu_kind or 'of no named kind'}"
         if self.cpus is not None and res.cpus > self.cpus and res.ranks == 1:
             return f"{res.cpus} cores, its nodes have {self.cpus}"
         if self.memory is not None and res.memory is not None and res.memory > self.memory:
@@ -106,6 +114,19 @@ def assign_pools(
             )
             continue
         if asked is not None:
+            res = template.resources
+            kind = next(s.gpu_kind for s in shapes if s.name == asked)
+            if res.gpus and res.gpu_kind is not None and res.gpu_kind != kind:
+                problems.append(
+                    _problem(
+                        graph,
+                        index,
+                        f"needs {res.gpu_kind} GPUs, but pool {asked!r} has "
+                        f"{kind or 'GPUs of no named kind'}",
+                        "name a pool of that kind, or leave out resources.pool",
+                    )  # fmt: skip
+                )
+                continue
             chosen[index] = asked
             continue
         fits = [shape.name for shape in shapes if shape.misfit(template.resources) is None]

@@ -638,6 +638,7 @@ def job_request(
         cpus_per_task=max(1, -(-res.cpus // res.ranks)) if mpi else res.cpus,
         # A share of a GPU (gpus: 0.5) is a whole one for a job of its own.
         gpus_per_node=math.ceil(res.gpus),
+        gpu_kind=(res.gpu_kind or profile.gpu_kind) if res.gpus else None,
         memory_per_node=res.memory,
         walltime=job_walltime(template, profile),
         partition=profile.partition,

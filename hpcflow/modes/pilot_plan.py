@@ -89,6 +89,7 @@ def plan_pilot(
         ntasks_per_node=None if profile.overcommit else per_node,
         cpus_per_task=rank_cpus,
         gpus_per_node=gpus,
+        gpu_kind=profile.gpu_kind if gpus else None,
         memory_per_node=profile.memory_per_node,
         walltime=profile.walltime,
         partition=profile.partition,

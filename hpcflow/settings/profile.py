@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from hpcflow.spec.models import Duration, Memory, PoolName
+from hpcflow.spec.models import Duration, GpuKind, Memory, PoolName
 from hpcflow.spec.units import parse_duration, parse_memory
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -130,6 +130,9 @@ class Pool(BaseModel):
     nodes: PositiveInt | None = Field(None, description="nodes per allocation")
     cpus_per_node: PositiveInt | None = Field(None, description="CPU cores used on each node")
     gpus_per_node: NonNegativeInt | None = Field(None, description="GPUs on each node")
+    gpu_kind: GpuKind | None = Field(
+        None, description="the kind of its GPUs (SLURM gres type, e.g. a100)"
+    )
     memory_per_node: Memory | None = Field(None, description="memory requested on each node")
     walltime: Duration | None = Field(None, description="time limit of one allocation")
     workers_per_node: PositiveInt | Literal["per-gpu"] | None = Field(
@@ -263,6 +266,11 @@ class Profile(BaseModel):
     )
     cpus_per_node: PositiveInt | None = Field(None, description="CPU cores used on each node")
     gpus_per_node: NonNegativeInt = Field(0, description="GPUs requested on each node")
+    gpu_kind: GpuKind | None = Field(
+        None,
+        description="the kind of GPU asked for (SLURM: --gres=gpu:KIND:N); tasks that need "
+        "another kind run in a pool of theirs",
+    )
     memory_per_node: Memory | None = Field(None, description="memory requested on each node")
     worker_memory_limit: WorkerMemoryLimit | None = Field(
         None, description="Dask worker memory limit: 'auto', a fraction, or e.g. '8GB'"

@@ -87,6 +87,20 @@ def _pool_name(value: str) -> str:
 #: A pool's name: it becomes part of job names and of a Dask resource's name.
 PoolName = Annotated[str, AfterValidator(_pool_name)]
 
+_GPU_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _gpu_kind(value: str) -> str:
+    if not _GPU_KIND.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a GPU kind: letters, digits, '_', '.' or '-' (e.g. a100)"
+        )
+    return value
+
+
+#: A kind of GPU as the batch system names it (SLURM's gres type: a100, h100...).
+GpuKind = Annotated[str, AfterValidator(_gpu_kind)]
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -107,6 +121,11 @@ class Resources(_Model):
         None,
         description="the profile's pool (allocation shape) to run in; default: the smallest "
         "pool that fits the task",
+    )
+    gpu_kind: GpuKind | None = Field(
+        None,
+        description="the kind of GPU the task needs (e.g. a100): it runs in a pool of that "
+        "kind, and a job of its own asks for that kind",
     )
 
     def merged_over(self, base: Resources) -> Resources:

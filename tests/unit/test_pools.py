@@ -6,6 +6,8 @@ import logging
 
 import pytest
 
+from hpcflow.backends._commands import CommandRunner
+from hpcflow.backends.slurm import SlurmBackend
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.dag.graph import build_graph
 from hpcflow.engine.pools import assign_pools, one_pool
@@ -24,7 +26,7 @@ PROFILE = Profile(
     env={"A": "1"},
     pools={
         "big": {"partition": "fat", "cpus_per_node": 64, "memory_per_node": "1TB"},
-        "gpu": {"partition": "gpu", "gpus_per_node": 4, "env": {"B": "2"}},
+        "gpu": {"partition": "gpu", "gpus_per_node": 4, "gpu_kind": "a100", "env": {"B": "2"}},
         "cpu": {"partition": "cpu", "cpus_per_node": 16},
     },
 )
@@ -46,6 +48,9 @@ tasks:
   - name: named
     resources: {pool: big}
     command: "true"
+  - name: kind
+    resources: {gpus: 2, gpu_kind: a100}
+    command: "true"
 """
 
 
@@ -66,6 +71,7 @@ def test_each_task_runs_in_the_pool_it_names_or_the_smallest_that_fits(tmp_path)
         "train": "gpu",
         "share": "gpu",
         "named": "big",
+        "kind": "gpu",
     }
 
 
@@ -83,16 +89,21 @@ def test_a_pool_shapes_the_profile_it_belongs_to():
 def test_a_missing_pool_and_a_task_no_pool_fits_are_refused_at_their_lines(tmp_path):
     text = WORKFLOW.replace("pool: big", "pool: huge") + (
         "  - name: giant\n    resources: {gpus: 8}\n    command: 'true'\n"
+        "  - name: h100\n    resources: {gpus: 1, gpu_kind: h100}\n    command: 'true'\n"
+        "  - name: wrong\n    resources: {gpus: 1, gpu_kind: h100, pool: gpu}\n"
+        "    command: 'true'\n"
     )
     graph = _graph(tmp_path, text)
     with pytest.raises(SpecError) as caught:
         assign_pools(graph, PROFILE)
     problems = caught.value.problems
-    assert [p.line for p in problems] == [16, 19]  # resources.pool, resources
+    assert [p.line for p in problems] == [16, 22, 25, 28]  # resources.pool, resources
     assert "task 'named' asks for pool 'huge'" in problems[0].message
     assert problems[0].hint == "use one of: big, cpu, gpu"
     assert "task 'giant' fits no pool" in problems[1].message
     assert "gpu: 8 GPUs, its nodes have 4" in problems[1].message
+    assert "gpu: h100 GPUs, its GPUs are a100" in problems[2].message
+    assert "needs h100 GPUs, but pool 'gpu' has a100" in problems[3].message
 
 
 def test_a_pool_under_defaults_is_reported_there(tmp_path):
@@ -142,6 +153,7 @@ def test_a_pilot_run_plans_an_allocation_per_pool_with_the_head_first(tmp_path):
     # The others run their workers only, in their own partition, told their pool.
     assert "head" not in gpu.request.command and gpu.request.command[0] == "srun"
     assert gpu.request.partition == "gpu" and gpu.request.gpus_per_node == 4
+    assert "#SBATCH --gres=gpu:a100:4\n" in SlurmBackend(CommandRunner()).render(gpu.request)
     assert gpu.request.env["HPCFLOW_POOL"] == "gpu" and gpu.config.pool == "gpu"
     assert big.request.memory_per_node == 1024**4 and big.request.stderr.name == "2.err"
     paths.run_dir.mkdir(parents=True)

@@ -149,7 +149,8 @@ class SlurmBackend(BatchBackend):
         if request.overcommit:
             lines.append(("--overcommit", "More ranks than CPUs: ranks share cores."))
         if request.gpus_per_node:
-            lines.append((f"--gres=gpu:{request.gpus_per_node}", "GPUs on every node."))
+            kind = f"{request.gpu_kind}:" if request.gpu_kind else ""
+            lines.append((f"--gres=gpu:{kind}{request.gpus_per_node}", "GPUs on every node."))
         if request.memory_per_node is not None:
             lines.append(
                 (f"--mem={batch.memory_mib(request.memory_per_node)}M", "Memory per node, in MiB.")

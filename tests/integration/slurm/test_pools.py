@@ -1,5 +1,6 @@
 """Pools: one profile, two allocation shapes, on a test cluster whose nodes differ (n1-n2
-CPU only, partition ``cpu``; n3-n4 with two GPUs each, partition ``gpu``). In jobs mode
+CPU only, partition ``cpu``; n3-n4 with two GPUs of kind ``fakegpu`` each, partition
+``gpu``). In jobs mode
 every task's job goes to its pool's partition: CPU tasks land on CPU nodes, GPU tasks
 (whole or a share) on GPU nodes with a device of their own, whether the task names its
 pool or hpcflow picks the smallest that fits. The same through the PBS front ends."""
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.slurm
 POOLS = """
 pools:
   cpu: {{partition: cpu, cpus_per_node: 2}}
-  gpu: {{partition: gpu, cpus_per_node: 2, gpus_per_node: 2}}
+  gpu: {{partition: gpu, cpus_per_node: 2, gpus_per_node: 2, gpu_kind: fakegpu}}
 """
 
 #: Each task writes where it ran: the node, and the devices it was given.
@@ -39,7 +40,7 @@ tasks:
     outputs: ["where/prep-{{i}}.txt"]
   - name: train
     needs: [prep]
-    resources: {{gpus: 1}}
+    resources: {{gpus: 1, gpu_kind: fakegpu}}
     command: {WHERE}
     outputs: [where/train.txt]
   - name: share
@@ -59,7 +60,7 @@ tasks:
 def shaped_cluster(slurm_cluster):
     """A cluster of two node shapes, on the session cluster's shared volume."""
     cluster = start_test_cluster(
-        "with CPU and GPU partitions", nodes=4, cpus=2, gpus=2, gpu_nodes=2
+        "with CPU and GPU partitions", nodes=4, cpus=2, gpus=2, gpu_nodes=2, gpu_type="fakegpu"
     )
     try:
         yield cluster
@@ -117,6 +118,9 @@ def test_each_task_runs_in_its_pool_on_nodes_of_its_shape(
     )
     # prep (one array), train, share, post: each job in its pool's partition.
     assert partitions == ["cpu", "cpu", "gpu", "gpu"], scripts
+    if base == "slurm-test":
+        # train names its kind of GPU; share takes the pool's (a job of its own: whole).
+        assert sum("#SBATCH --gres=gpu:fakegpu:1\n" in t for t in scripts.values()) == 2
     status = json.loads(
         subprocess.run(
             [*cli, "status", "--json", str(run_dir)],
@@ -188,6 +192,8 @@ def test_a_pilot_run_has_an_allocation_per_pool_and_releases_the_gpu_pool_early(
     assert f"{queue}cpu\n" in scripts[0] and "--role head" in scripts[0]
     assert f"{queue}gpu\n" in scripts[1] and "--role head" not in scripts[1]
     assert "export HPCFLOW_POOL=gpu" in scripts[1]
+    if base == "slurm-test":
+        assert "#SBATCH --gres=gpu:fakegpu:2\n" in scripts[1]
     with StateDB(run_dir / "state.sqlite", readonly=True) as db:
         allocations = db.allocations()
         post = next(row for row in db.tasks() if row.name == "post")
