@@ -73,33 +73,34 @@ GpuCount = Annotated[
 ]
 
 
-_POOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,31}")
+def _matching(pattern: str, what: str) -> AfterValidator:
+    """A check that a name matches ``pattern`` whole; the error says it is not ``what``."""
+    compiled = re.compile(pattern)
 
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"{value!r} is not {what}")
+        return value
 
-def _pool_name(value: str) -> str:
-    if not _POOL_NAME.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a pool name: a letter, then up to 31 letters, digits, '_' or '-'"
-        )
-    return value
+    return AfterValidator(check)
 
 
 #: A pool's name: it becomes part of job names and of a Dask resource's name.
-PoolName = Annotated[str, AfterValidator(_pool_name)]
-
-_GPU_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-def _gpu_kind(value: str) -> str:
-    if not _GPU_KIND.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a GPU kind: letters, digits, '_', '.' or '-' (e.g. a100)"
-        )
-    return value
-
-
+PoolName = Annotated[
+    str,
+    _matching(
+        r"[A-Za-z][A-Za-z0-9_-]{0,31}",
+        "a pool name: a letter, then up to 31 letters, digits, '_' or '-'",
+    ),
+]
 #: A kind of GPU as the batch system names it (SLURM's gres type: a100, h100...).
-GpuKind = Annotated[str, AfterValidator(_gpu_kind)]
+GpuKind = Annotated[
+    str,
+    _matching(
+        r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+        "a GPU kind: letters, digits, '_', '.' or '-' (e.g. a100)",
+    ),
+]
 
 
 class _Model(BaseModel):
