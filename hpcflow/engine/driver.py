@@ -479,6 +479,9 @@ class Driver:
         self._pool_left[pool] -= 1
         if self._pool_left[pool] == 0 and pool in self.pools.releasable:
             log.info("pool %s: its last task has ended; releasing its workers", pool)
+            # Committed first: the submit side reads that the pool has nothing left before
+            # its allocation can end.
+            self.db.flush()
             if self.pools.on_done is not None:
                 self.pools.on_done(pool)
 

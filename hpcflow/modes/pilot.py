@@ -1,8 +1,11 @@
-"""Pilot mode: one allocation per run that boots Dask on its ranks and runs every task.
+"""Pilot mode: one allocation per run that boots Dask on its ranks and runs every task
+(one per pool when the tasks need several of the profile's pools: see
+:mod:`hpcflow.modes.pilot_pools`).
 
 On the submit host this module creates the run, renders and submits the batch script,
-then follows the run: progress from the run directory, the allocation's state from ONE
-batched, backing-off poller. Ctrl-C cancels the allocation.
+then follows the run: progress from the run directory, the allocations' states from ONE
+batched, backing-off poller. Ctrl-C cancels the allocations. The plans themselves are
+:mod:`hpcflow.modes.pilot_plan`'s.
 """
 
 from __future__ import annotations
@@ -253,9 +256,6 @@ def default_poller(backend: Backend, profile: Profile) -> Poller:
         max_interval=max(profile.max_poll_interval, profile.poll_interval),
         max_failures=1_000_000,
     )
-
-
-#: The old name (jobs mode imports it).
 
 
 def continuation_due(

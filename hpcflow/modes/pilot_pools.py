@@ -135,6 +135,11 @@ def check_pools_capacity(
 
 #: Seconds between two looks at whether another pool's allocation is due.
 DUE_CHECK_SECONDS = 1.0
+#: Seconds a pool's allocation must have been seen ended, with tasks of its pool still to
+#: run, before that ends the run: the driver's record of the pool's last tasks (state.sqlite,
+#: committed about once a second, read through another shared-file-system client) may
+#: reach this side after the batch system's word that the released allocation ended.
+ENDED_EARLY_GRACE = 10.0
 
 
 class PoolCompanions:
@@ -158,6 +163,7 @@ class PoolCompanions:
         self.clock = clock
         self._seen: dict[str, AllocationStatus] = {}
         self._next_check = 0.0
+        self._ended_with_tasks: dict[str, float] = {}  # pool → when first seen so
 
     def unsubmitted(self) -> list[str]:
         return [pool for pool in self.pools.others() if pool not in self.native_ids]
@@ -209,7 +215,8 @@ class PoolCompanions:
 
     def ended_early(self, poller: Poller, db: st.StateDB) -> tuple[str, str, str] | None:
         """(pool, allocation id, why) of a pool's allocation that ended while tasks of its
-        pool are still to run; None while every ended one had nothing left."""
+        pool are still to run (and still were :data:`ENDED_EARLY_GRACE` seconds later);
+        None while every ended one had nothing left."""
         left: dict[str, int] | None = None
         for pool, native_id in self.native_ids.items():
             status = poller.latest.get(native_id)
@@ -217,7 +224,11 @@ class PoolCompanions:
                 continue
             if left is None:
                 left = self._tasks_left(db)
-            if left.get(pool, 0):
+            if not left.get(pool, 0):
+                self._ended_with_tasks.pop(pool, None)
+                continue
+            first = self._ended_with_tasks.setdefault(pool, self.clock())
+            if self.clock() - first >= ENDED_EARLY_GRACE:
                 state = status.native_state or status.state.value
                 why = (
                     f"the allocation of pool {pool} ended ({state}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import types
 
 import pytest
 
@@ -164,13 +165,12 @@ def test_a_pilot_run_plans_an_allocation_per_pool_with_the_head_first(tmp_path):
     assert pools_needed(graph, PROFILE, one) is None
 
 
-def test_another_pools_allocation_is_queued_once_one_of_its_tasks_is_near_ready(
-    tmp_path, monkeypatch
-):
+@pytest.fixture
+def two_pools(tmp_path, monkeypatch):
+    """A created run of prep (cpu pool, the head) then train (gpu pool): its state
+    database, its pools' plans and a clock the test moves."""
     from hpcflow.engine.lifecycle import RunLife
     from hpcflow.engine.prepare import RunOptions, prepare
-    from hpcflow.modes.pilot_pools import PoolCompanions
-    from hpcflow.store import statedb as st
 
     monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
     wf = write_workflow(
@@ -181,24 +181,76 @@ def test_another_pools_allocation_is_queued_once_one_of_its_tasks_is_near_ready(
     options = RunOptions()
     prepared = prepare(wf, options)
     graph = prepared.graph
-    run = [True] * len(graph.instances)
-    head, of_template = pools_needed(graph, PROFILE, run)
-    now = [0.0]
-    queued: list[str] = []
+    head, of_template = pools_needed(graph, PROFILE, [True] * len(graph.instances))
     with RunLife(prepared, options) as life:
         life.create()
         pools = plan_pools(PROFILE, life.paths, life.run_id, tmp_path, head, of_template)
-        companions = PoolCompanions(
-            pools, graph, life.paths, lambda pool: queued.append(pool) or f"job-{pool}",
-            clock=lambda: now[0],
-        )  # fmt: skip
-        db = life.db
-        assert companions.submit_due(db) == [] and queued == []  # prep has not started
-        # prep done, train handed to Dask (running, to the driver), waiting for workers.
-        db.set_states([(0, st.SUCCEEDED), (1, st.RUNNING)])
-        db.flush()
-        assert companions.submit_due(db) == []  # looked a moment ago: not yet again
-        now[0] += 5
-        assert companions.submit_due(db) == ["gpu"] and companions.native_ids == {"gpu": "job-gpu"}
-        now[0] += 5
-        assert companions.submit_due(db) == [] and queued == ["gpu"]  # once
+        yield types.SimpleNamespace(
+            db=life.db, graph=graph, paths=life.paths, pools=pools, now=[0.0]
+        )
+
+
+def test_another_pools_allocation_is_queued_once_one_of_its_tasks_is_near_ready(two_pools):
+    from hpcflow.modes.pilot_pools import PoolCompanions
+    from hpcflow.store import statedb as st
+
+    run, queued = two_pools, []
+    companions = PoolCompanions(
+        run.pools, run.graph, run.paths, lambda pool: queued.append(pool) or f"job-{pool}",
+        clock=lambda: run.now[0],
+    )  # fmt: skip
+    db = run.db
+    assert companions.submit_due(db) == [] and queued == []  # prep has not started
+    # prep done, train handed to Dask (running, to the driver), waiting for workers.
+    db.set_states([(0, st.SUCCEEDED), (1, st.RUNNING)])
+    db.flush()
+    assert companions.submit_due(db) == []  # looked a moment ago: not yet again
+    run.now[0] += 5
+    assert companions.submit_due(db) == ["gpu"] and companions.native_ids == {"gpu": "job-gpu"}
+    run.now[0] += 5
+    assert companions.submit_due(db) == [] and queued == ["gpu"]  # once
+
+
+def test_a_pool_allocation_seen_ended_with_tasks_left_ends_the_run_only_after_a_grace(
+    two_pools,
+):
+    """The batch system's word that a released pool's allocation ended may come before
+    the driver's record of that pool's last task reaches this side: only an allocation
+    still ended with tasks left after the grace ends the run."""
+    from hpcflow.backends.base import AllocationState, AllocationStatus
+    from hpcflow.backends.poller import Poller
+    from hpcflow.modes.pilot_pools import ENDED_EARLY_GRACE, PoolCompanions
+    from hpcflow.store import statedb as st
+
+    class Ended:
+        name = "slurm"
+
+        def poll(self, native_ids):
+            done = AllocationState.COMPLETED
+            return {i: AllocationStatus(i, done, "COMPLETED") for i in native_ids}
+
+    run = two_pools
+    now = run.now
+    companions = PoolCompanions(
+        run.pools, run.graph, run.paths, lambda pool: f"job-{pool}", clock=lambda: now[0]
+    )
+    companions.submit_all()
+    poller = Poller(Ended(), interval=0.01, initial_delay=0.0, clock=lambda: now[0])
+    poller.track(companions.ids())
+    poller.poll_once()
+    db = run.db
+    db.set_states([(0, st.SUCCEEDED), (1, st.RUNNING)])
+    db.flush()
+    assert companions.ended_early(poller, db) is None  # just seen: within the grace
+    now[0] += ENDED_EARLY_GRACE / 2
+    db.set_states([(1, st.SUCCEEDED)])  # the driver's record arrives: nothing was lost
+    db.flush()
+    now[0] += ENDED_EARLY_GRACE
+    assert companions.ended_early(poller, db) is None
+    db.set_states([(1, st.RUNNING)])  # (as if it had not: the grace starts again)
+    db.flush()
+    assert companions.ended_early(poller, db) is None
+    now[0] += ENDED_EARLY_GRACE
+    pool, native_id, why = companions.ended_early(poller, db)
+    assert (pool, native_id) == ("gpu", "job-gpu")
+    assert why == "the allocation of pool gpu ended (COMPLETED) with 1 of its task(s) still to run"
