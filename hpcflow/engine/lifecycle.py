@@ -350,6 +350,9 @@ def make_run_dir(
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(run_dir, 0o700)
         paths = RunPaths(run_dir)
+        # Made here, once: tasks on many nodes then each make only their own folder in
+        # it, never the same parent at once through different shared-file-system clients.
+        paths.tasks_dir.mkdir(exist_ok=True)
         if copy is not None:
             shutil.copyfile(copy, paths.workflow_copy)
         write_json_atomic(

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import os
+import time
 
 _KNOWN_DIRS: set[str] = set()
+#: Tries of a ``mkdir -p`` that a shared file system answers "no such file" (see below).
+MKDIR_TRIES = 6
 
 
 def ensure_dir(path: str) -> None:
-    """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders."""
+    """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders.
+
+    On a shared file system a folder another node has just made can still be unknown to
+    this node's client for a moment (GlusterFS answered a task's ``mkdir tasks/SLUG`` with
+    ENOENT while ``tasks/`` had just been made elsewhere): that is tried again, briefly.
+    """
     if path in _KNOWN_DIRS:
         return
-    os.makedirs(path, exist_ok=True)
+    for attempt in range(1, MKDIR_TRIES + 1):
+        try:
+            os.makedirs(path, exist_ok=True)
+            break
+        except FileNotFoundError:
+            if attempt == MKDIR_TRIES:
+                raise
+            time.sleep(0.05 * 2**attempt)
     _KNOWN_DIRS.add(path)
 
 
