@@ -15,7 +15,8 @@ def ensure_dir(path: str) -> None:
 
     On a shared file system a folder another node has just made can still be unknown to
     this node's client for a moment (GlusterFS answered a task's ``mkdir tasks/SLUG`` with
-    ENOENT while ``tasks/`` had just been made elsewhere): that is tried again, briefly.
+    ENOENT while ``tasks/`` had just been made elsewhere, and ``mkdir -p results`` with
+    EEXIST while ``results`` did not yet look like a folder): that is tried again, briefly.
     """
     if path in _KNOWN_DIRS:
         return
@@ -23,7 +24,7 @@ def ensure_dir(path: str) -> None:
         try:
             os.makedirs(path, exist_ok=True)
             break
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):
             if attempt == MKDIR_TRIES:
                 raise
             time.sleep(0.05 * 2**attempt)

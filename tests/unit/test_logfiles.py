@@ -17,7 +17,9 @@ def test_a_folder_the_file_system_does_not_know_yet_is_made_on_a_later_try(tmp_p
     def makedirs(path, exist_ok=False):  # as GlusterFS answered twice, then made it
         if refusals[0]:
             refusals[0] -= 1
-            raise FileNotFoundError(2, "No such file or directory", path)
+            if refusals[0]:
+                raise FileNotFoundError(2, "No such file or directory", path)
+            raise FileExistsError(17, "File exists", path)
         real(path, exist_ok=exist_ok)
 
     monkeypatch.setattr(logfiles.os, "makedirs", makedirs)

@@ -197,19 +197,23 @@ def test_a_pilot_run_has_an_allocation_per_pool_and_releases_the_gpu_pool_early(
     with StateDB(run_dir / "state.sqlite", readonly=True) as db:
         allocations = db.allocations()
         post = next(row for row in db.tasks() if row.name == "post")
-        prep_started = min(row.started or 0 for row in db.tasks() if row.name == "prep")
     # Exactly one allocation per pool, both ended by themselves (none cancelled).
     assert [(a.number, a.state, a.pool) for a in allocations] == [
         (1, "completed", "cpu"),
         (2, "completed", "gpu"),
     ]
     gpu = allocations[1]
-    # Queued only once a GPU task was near ready (prep, which it needs, running): not
-    # with the head, so GPU nodes were not held while the CPU work before them ran.
-    assert gpu.submitted >= prep_started > allocations[0].submitted, (gpu, prep_started)
+    driver_log = (run_dir / "driver.log").read_text()
+    # Queued only once a GPU task was near ready (prep, which it needs, under way): not
+    # with the head, so GPU nodes were not held while the CPU work before them ran. The
+    # head's workers were ready (and prep not yet started) before that.
+    ready = next(line for line in driver_log.splitlines() if "slots ready after" in line)
+    ready_at = (
+        time.mktime(time.strptime(ready[:19], "%Y-%m-%d %H:%M:%S")) + int(ready[20:23]) / 1000
+    )
+    assert gpu.submitted >= ready_at > allocations[0].submitted, (gpu, ready)
     assert gpu.updated is not None and post.ended is not None
     assert gpu.updated < post.ended - 5, (gpu.updated, post.ended)
-    driver_log = (run_dir / "driver.log").read_text()
     assert "pool gpu: its last task has ended; releasing its workers" in driver_log
     # The report draws each pool's hosts as lanes of their own, and names the pools.
     page = submit_tmp_path / "report.html"
