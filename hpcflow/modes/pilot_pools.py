@@ -70,10 +70,10 @@ def pools_needed(
     names = {pool for pool in chosen.values() if pool is not None}
     if len(names) <= 1:
         return None
+    of_template = {index: pool for index, pool in chosen.items() if pool is not None}
+    # With pools, every task definition that runs has one: the first task's is the head.
     first = next(i for i in graph.order if run[i])
-    head = chosen[graph.instances[first].spec_index]
-    assert head is not None
-    return head, {index: pool for index, pool in chosen.items() if pool is not None}
+    return of_template[graph.instances[first].spec_index], of_template
 
 
 def plan_pools(
