@@ -235,6 +235,13 @@ def render(snap: Snapshot) -> Any:
                 f"{snap.elastic.get('requested', '?')} worker job(s) requested"
             )
         )
+        for pool, counts in (snap.elastic.get("pools") or {}).items():
+            parts.append(
+                Text(
+                    f"  pool {pool}: {counts.get('workers', '?')} connected, "
+                    f"{counts.get('requested', '?')} worker job(s) requested"
+                )
+            )
     if snap.dashboard is not None:
         parts.append(Text(f"dashboard {snap.dashboard.url}"))
         if snap.dashboard.tunnel:

@@ -45,7 +45,8 @@ class PlanCost:
 def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
     """The cost of running ``prepared`` (only the tasks that would run) with ``profile``
     (in jobs mode each job is labelled with its task's pool, when the profile has pools;
-    pilot mode costs an allocation per pool its tasks need, elastic mode its one pool)."""
+    pilot mode costs an allocation per pool its tasks need, elastic mode a worker job
+    per pool)."""
     graph = prepared.graph
     pools = (
         assign_pools(graph, profile, prepared.decision.run) if profile.backend != "local" else {}
@@ -54,6 +55,8 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
     shapes = [("pilot allocation", profile)]
     if profile.mode == "pilot" and len(several) > 1:
         shapes = [(f"pilot allocation, pool {name}", profile.for_pool(name)) for name in several]
+    elif profile.mode == "elastic" and len(several) > 1:
+        shapes = [(f"pool {name}", profile.for_pool(name)) for name in several]
     elif profile.mode != "jobs" and profile.backend != "local":
         profile = one_pool(graph, profile, prepared.decision.run)
         shapes = [("pilot allocation", profile)]
@@ -81,15 +84,17 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
         if profile.mode == "jobs":
             allocations = jobs
         elif profile.mode == "elastic":
-            cores = profile.cpus_per_node or profile.workers_on_each_node()
+            if len(shapes) == 1:
+                shapes = [("", profile)]
             allocations = [
                 AllocationCost(
-                    f"worker job (up to {getattr(profile, 'max_workers', 1)} at once)",
+                    f"{label} worker job (up to {shaped.max_workers} at once)".lstrip(),
                     1,
-                    cores,
-                    profile.gpus_per_node,
-                    profile.walltime,
+                    shaped.cpus_per_node or shaped.workers_on_each_node(),
+                    shaped.gpus_per_node,
+                    shaped.walltime,
                 )
+                for label, shaped in shapes
             ]
         else:
             allocations = [

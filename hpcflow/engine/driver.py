@@ -240,18 +240,24 @@ class Driver:
             for line in lines:
                 log.warning("value file not written on %s: %s", worker, line)
 
-    def backlog_slots(self) -> int:
-        """CPU slots' worth of tasks that are ready or submitted and not finished.
+    def backlog_slots(self, pool: str | None = None) -> int:
+        """CPU slots' worth of tasks that are ready or submitted and not finished; with
+        ``pool``, of that pool's tasks only.
 
         What an elastic cluster sizes itself from (Dask only sees the chunks in flight).
         Safe to call from another thread: it only reads, and retries a racing change.
         """
         for _ in range(5):
             try:
-                ready = sum(key.cpus * len(q) for key, q in list(self._ready.items()))
+                ready = sum(
+                    key.cpus * len(q)
+                    for key, q in list(self._ready.items())
+                    if pool is None or key.pool == pool
+                )
                 # A task handing on its value is under two keys (its Made, its outcome).
                 running = {c.index for calls in list(self._calls_by_key.values()) for c in calls}
-                inflight = sum(self._group(i).cpus for i in running)
+                keys = [self._group(i) for i in running]
+                inflight = sum(k.cpus for k in keys if pool is None or k.pool == pool)
                 return ready + inflight
             except RuntimeError:  # a dict or deque changed size while we read it
                 continue

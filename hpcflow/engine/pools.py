@@ -169,8 +169,8 @@ def _problem(graph: TaskGraph, index: int, message: str, hint: str) -> SpecProbl
 
 
 def one_pool(graph: TaskGraph, profile: Profile, run: list[bool] | None = None) -> Profile:
-    """The profile shaped by the one pool every task to run needs (pilot and elastic mode
-    run one allocation shape); the profile itself when it has no pools.
+    """The profile shaped by the one pool every task to run needs (a run in one
+    allocation has one shape); the profile itself when it has no pools.
 
     Raises
     ------
@@ -189,8 +189,8 @@ def one_pool(graph: TaskGraph, profile: Profile, run: list[bool] | None = None) 
     )
     raise ProfileError(
         f"the tasks to run need {len(names)} pools of profile {profile.name!r} ({uses}), and "
-        "elastic mode (and a run in an allocation you already hold) runs every task in "
-        "one allocation shape",
-        hint="run them in pilot mode (an allocation per pool) or jobs mode (a batch job "
-        "per task, each in its pool), or give them one pool with resources.pool",
+        "a run in an allocation you already hold runs every task in one allocation shape",
+        hint="submit the run instead (pilot mode makes an allocation per pool, elastic mode "
+        "worker jobs per pool, jobs mode a batch job per task in its pool), or give the "
+        "tasks one pool with resources.pool",
     )

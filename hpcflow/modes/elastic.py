@@ -7,7 +7,9 @@ The driver is the same as everywhere (:func:`hpcflow.engine.drive.drive`), sized
 largest the cluster may grow to. The worker count is sampled into ``RUN_DIR/elastic.jsonl``.
 Ctrl-C (or ``hpcflow cancel``) stops the tasks, closes the cluster and cancels its jobs.
 The worker jobs are :class:`hpcflow.modes.elastic_workers.ElasticWorkers`, as in the
-Snakemake plugin's elastic mode.
+Snakemake plugin's elastic mode. When the tasks need several of the profile's pools, each
+pool has worker jobs of its own shape, scaled on its own tasks' backlog, under the one
+scheduler (:mod:`hpcflow.modes.elastic_pools`).
 
 dask-jobqueue runs ``sbatch``/``squeue``/``scancel`` (or ``qsub``/``qdel``) itself: the one
 accepted exception to "backends/_commands.py runs every batch command". Whatever it
@@ -25,11 +27,13 @@ from hpcflow.backends.base import Backend
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.drive import drive
+from hpcflow.engine.driver import PoolPlan
 from hpcflow.engine.lifecycle import RunLife, RunSummary
-from hpcflow.engine.pools import one_pool
+from hpcflow.engine.pools import assign_pools
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import ProfileError, ResourceError
 from hpcflow.modes.elastic_cluster import ClusterFactory
+from hpcflow.modes.elastic_plan import ElasticPlan
 from hpcflow.modes.elastic_workers import ElasticWorkers, cancel_leftovers
 from hpcflow.modes.follow import QUIETLY, Follow
 from hpcflow.settings.profile import Profile
@@ -83,7 +87,11 @@ def run_elastic(
             "its driver runs in this command on the submit host, and the worker jobs stop "
             "when it does",
         )
-        profile = one_pool(graph, profile, prepared.decision.run)
+        run = prepared.decision.run
+        chosen = assign_pools(graph, profile, run)
+        pools = [name for name in profile.pools if name in set(chosen.values())]
+        if len(pools) <= 1:
+            profile = profile.for_pool(pools[0] if pools else None)
         check_elastic(profile)
         life.create()
         backlog = Backlog()
@@ -96,22 +104,38 @@ def run_elastic(
             backlog=backlog,
             on_fatal=_thread.interrupt_main,
             factory=cluster_factory,
+            pools=pools,
+            pool_backlog=backlog.for_pool,
         )
-        plan = workers.plan
-        check_capacity(
-            graph,
-            prepared.decision.run,
-            plan.threads_per_worker,
-            plan.gpus_per_worker,
-            where=f"an elastic worker of profile {profile.name!r}",
-        )
-        check_memory(graph, prepared.decision.run, plan.memory_per_worker, profile.name)
+        pool_plan = None
+        if workers.pool_plans:
+            of_template = {i: pool for i, pool in chosen.items() if pool is not None}
+            for pool, plan in workers.pool_plans.items():
+                in_pool = [r and of_template.get(inst.spec_index) == pool
+                           for r, inst in zip(run, graph.instances, strict=True)]  # fmt: skip
+                _check_fits(graph, in_pool, plan, f"{profile.name!r}, pool {pool}")
+            slots = {pool: plan.max_slots for pool, plan in workers.pool_plans.items()}
+            pool_plan = PoolPlan(of_template, slots)
+        else:
+            _check_fits(graph, run, workers.plan, repr(profile.name))
         if life.nothing_to_run:
             return life.all_cached()
         return life.follow(
-            lambda: _drive_on_workers(prepared, life, workers, backlog, follow),
+            lambda: _drive_on_workers(prepared, life, workers, backlog, follow, pool_plan),
             failure="elastic cluster failed",
         )
+
+
+def _check_fits(graph: TaskGraph, run: list[bool], plan: ElasticPlan, which: str) -> None:
+    """Refuse tasks (those ``run`` marks) that one of ``plan``'s workers can never hold."""
+    check_capacity(
+        graph,
+        run,
+        plan.threads_per_worker,
+        plan.gpus_per_worker,
+        where=f"an elastic worker of profile {which}",
+    )
+    check_memory(graph, run, plan.memory_per_worker, which)
 
 
 def _drive_on_workers(
@@ -120,6 +144,7 @@ def _drive_on_workers(
     workers: ElasticWorkers,
     backlog: Backlog,
     follow: Follow,
+    pools: PoolPlan | None = None,
 ) -> RunSummary:
     """Start the worker jobs' cluster and drive the run on it; close it whatever happens."""
     try:
@@ -131,9 +156,10 @@ def _drive_on_workers(
             life.db,
             life.run_id,
             client,
-            workers.plan.max_slots,
+            workers.max_slots,
             follow.observer,
             on_driver=backlog.attach,
+            pools=pools,
         )
         if summary.cancelled and workers.gave_up:  # interrupted: no job could be submitted
             raise workers.submission_error()
@@ -148,9 +174,10 @@ def _drive_on_workers(
 
 
 def check_memory(
-    graph: TaskGraph, run: list[bool], memory_per_worker: int | None, profile_name: str
+    graph: TaskGraph, run: list[bool], memory_per_worker: int | None, which: str
 ) -> None:
-    """Refuse tasks that need more memory than one elastic worker ever has."""
+    """Refuse tasks that need more memory than one elastic worker ever has (``which``:
+    the profile, and its pool, as the message names them)."""
     if memory_per_worker is None:
         return
     for inst in graph.instances:
@@ -158,6 +185,6 @@ def check_memory(
         if run[inst.index] and need is not None and need > memory_per_worker:
             raise ResourceError(
                 f"task {inst.id!r} asks for {need / 2**30:.3g} GiB of memory but an elastic "
-                f"worker of profile {profile_name!r} has {memory_per_worker / 2**30:.3g} GiB",
+                f"worker of profile {which} has {memory_per_worker / 2**30:.3g} GiB",
                 hint="raise memory_per_node (or lower workers_per_node) in the profile",
             )

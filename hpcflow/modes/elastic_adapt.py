@@ -50,4 +50,12 @@ class Backlog:
         self.driver = driver
 
     def __call__(self) -> int:
-        return int(self.driver.backlog_slots()) if self.driver is not None else 0
+        return self.of(None)
+
+    def of(self, pool: str | None) -> int:
+        """The backlog of ``pool``'s tasks (all tasks for None)."""
+        return int(self.driver.backlog_slots(pool)) if self.driver is not None else 0
+
+    def for_pool(self, pool: str) -> Callable[[], int]:
+        """A callable giving ``pool``'s backlog, for that pool's :class:`PoolAdaptive`."""
+        return lambda: self.of(pool)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hpcflow.engine.pools import POOL_CAPACITY, pool_resource
 from hpcflow.errors import ProfileError
 from hpcflow.settings.profile import Profile
 
@@ -107,8 +108,11 @@ def plan_elastic(
     base_dir: Path,
     *,
     log_directory: Path | None = None,
+    pool: str | None = None,
 ) -> ElasticPlan:
-    """Turn ``profile`` into dask-jobqueue arguments for worker jobs of run ``run_id``.
+    """Turn ``profile`` into dask-jobqueue arguments for worker jobs of run ``run_id``;
+    with ``pool`` (``profile`` already shaped by it), that pool's worker jobs: named for
+    it, and offering its Dask resource, which its tasks ask for.
 
     Raises :class:`ProfileError` for a backend without elastic support, or paths that
     dask-jobqueue cannot write safely into a job script.
@@ -132,21 +136,24 @@ def plan_elastic(
         cpus_per_job = threads
     gpus_per_worker = gpus // per_job if gpus else 0
     cores = threads * per_job
-    job_name = f"hpcflow-{run_id}-w"
+    job_name = f"hpcflow-{run_id}-w" + (f"-{pool}" if pool else "")
 
     resources: dict[str, float] = {"cpus": float(threads)}
     if gpus_per_worker:
         resources["GPU"] = float(gpus_per_worker)
     for name, amount in profile.worker_resources.items():
         resources.setdefault(name, float(amount))
-    # The worker CLI splits --resources on commas: one token, nothing to quote.
-    resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
     for name in resources:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ProfileError(
                 f"worker resource name {name!r} cannot be passed to an elastic worker",
                 hint="use letters, digits and '_' in worker_resources names",
             )
+    if pool is not None:
+        # A pool name is letters, digits, '_' and '-': one token too.
+        resources[pool_resource(pool)] = POOL_CAPACITY
+    # The worker CLI splits --resources on commas: one token, nothing to quote.
+    resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
     extra_args = ["--resources", resource_arg]
     skip: list[str] = []
     if memory_bytes is None:
@@ -201,7 +208,8 @@ def plan_elastic(
         if profile.constraint:
             directives.append(f"--constraint={profile.constraint}")
         if gpus:
-            directives.append(f"--gres=gpu:{gpus}")
+            kind = f"{profile.gpu_kind}:" if profile.gpu_kind else ""
+            directives.append(f"--gres=gpu:{kind}{gpus}")
     else:
         kwargs["resource_spec"] = _pbs_resources(
             profile.pbs_flavor, cpus_per_job or cores, gpus, memory_bytes

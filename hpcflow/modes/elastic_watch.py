@@ -1,10 +1,11 @@
 """Samples an elastic cluster's size into ``RUN_DIR/elastic.jsonl``.
 
 One JSON line per sample: ``{"time": unix seconds, "workers": Dask workers connected,
-"requested": worker jobs asked for (queued or running)}``. The file is for people, tests
-and ``hpcflow status``; it is appended to by this thread only (the state database keeps
-its single writer, the driver). The thread also remembers every worker job id it saw,
-so that leftovers can be cancelled after the cluster has closed.
+"requested": worker jobs asked for (queued or running)}``, and with several pools the same
+two counts per pool, ``"pools": {"gpu": {"workers": 1, "requested": 1}, ...}``. The file
+is for people, tests and ``hpcflow status``; it is appended to by this thread only (the
+state database keeps its single writer, the driver). The thread also remembers every
+worker job id it saw, so that leftovers can be cancelled after the cluster has closed.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,8 +71,11 @@ class WorkerWatch:
         interval: float = 1.0,
         failures: SubmitFailures | None = None,
         on_fatal: Callable[[], None] | None = None,
+        pools: Sequence[str] = (),
     ) -> None:
         self.cluster = cluster
+        #: Pools whose jobs and workers (named ``POOL.N``) are counted apart.
+        self.pools = list(pools)
         self.path = path
         self.interval = interval
         self.failures = failures
@@ -101,12 +105,25 @@ class WorkerWatch:
         with self._lock:
             return set(self._ids)
 
-    def sample(self) -> dict[str, float | int]:
-        """The cluster's size now."""
+    def sample(self) -> dict[str, Any]:
+        """The cluster's size now (and each pool's)."""
         info = getattr(self.cluster, "scheduler_info", None) or {}
-        workers = len(info.get("workers", {}))
-        requested = len(_snapshot(self.cluster.worker_spec))
-        return {"time": round(time.time(), 3), "workers": workers, "requested": requested}
+        workers = [str(w.get("name")) for w in _snapshot(info.get("workers", {})).values()]
+        jobs = [str(name) for name in _snapshot(self.cluster.worker_spec)]
+        sample: dict[str, Any] = {
+            "time": round(time.time(), 3),
+            "workers": len(workers),
+            "requested": len(jobs),
+        }
+        if self.pools:
+            sample["pools"] = {
+                pool: {
+                    "workers": sum(name.startswith(f"{pool}.") for name in workers),
+                    "requested": sum(name.startswith(f"{pool}.") for name in jobs),
+                }
+                for pool in self.pools
+            }
+        return sample
 
     def _collect_ids(self) -> None:
         for job in _snapshot(self.cluster.workers).values():
@@ -144,9 +161,9 @@ def _snapshot(mapping: Any) -> dict[Any, Any]:
     return {}
 
 
-def read_samples(path: Path) -> list[dict[str, float]]:
+def read_samples(path: Path) -> list[dict[str, Any]]:
     """The samples written so far (an unfinished last line is skipped)."""
-    samples: list[dict[str, float]] = []
+    samples: list[dict[str, Any]] = []
     if not path.exists():
         return samples
     for line in path.read_text(encoding="utf-8").splitlines():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ from hpcflow.modes.elastic_cluster import (
     counted_failures_quiet,
     start_cluster,
 )
-from hpcflow.modes.elastic_plan import plan_elastic
+from hpcflow.modes.elastic_plan import ElasticPlan, plan_elastic
 from hpcflow.modes.elastic_watch import SubmitFailures, WorkerWatch
 from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
@@ -58,12 +58,30 @@ class ElasticWorkers(WorkerSource):
         backlog: Callable[[], int],
         on_fatal: Callable[[], None] | None = None,
         factory: ClusterFactory | None = None,
+        pools: Sequence[str] = (),
+        pool_backlog: Callable[[str], Callable[[], int]] | None = None,
     ) -> None:
         super().__init__(profile, backend, paths, run_id, base_dir)
-        #: The jobqueue arguments and the shape of one worker (pure: nothing starts).
-        self.plan = plan_elastic(
+        #: With several ``pools``: each one's worker jobs (pure: nothing starts). Each pool
+        #: is scaled on its own backlog, ``pool_backlog(pool)``.
+        self.pool_plans = {
+            pool: plan_elastic(
+                profile.for_pool(pool),
+                paths.run_dir,
+                run_id,
+                base_dir,
+                log_directory=paths.workers_dir,
+                pool=pool,
+            )
+            for pool in (pools if len(pools) > 1 else ())
+        }
+        #: The jobqueue arguments and the shape of one worker; with pools, the first
+        #: pool's (the cluster and its scheduler are made from it).
+        self.plan = next(iter(self.pool_plans.values()), None) or plan_elastic(
             profile, paths.run_dir, run_id, base_dir, log_directory=paths.workers_dir
         )
+        self._pool_backlog = pool_backlog
+        self._adaptives: list[Any] = []
         self.failures = SubmitFailures(profile.submit_retries + 1)
         #: The connected Dask client once :meth:`start` has returned.
         self.client: Any = None
@@ -90,18 +108,14 @@ class ElasticWorkers(WorkerSource):
         # Failed worker submissions are logged once each, not with Dask's tracebacks.
         self._quiet.enter_context(counted_failures_quiet())
         cluster = self._cluster = self._factory(plan, security, self.failures)
-        # What every worker job runs, for `cat` when a worker misbehaves.
-        paths.worker_job_script.write_text(cluster.job_script(), encoding="utf-8")
+        if not self.pool_plans:
+            # What every worker job runs, for `cat` when a worker misbehaves.
+            paths.worker_job_script.write_text(cluster.job_script(), encoding="utf-8")
         log.info(
-            "run %s: elastic cluster at %s (dashboard %s); %d to %d worker jobs of %d "
-            "worker(s) x %d thread(s)",
+            "run %s: elastic cluster at %s (dashboard %s)",
             self.run_id,
             cluster.scheduler_address,
             cluster.dashboard_link if plan.dashboard else "off",
-            plan.minimum,
-            plan.maximum,
-            plan.workers_per_job,
-            plan.threads_per_worker,
         )
         self._watch = WorkerWatch(
             cluster,
@@ -109,19 +123,52 @@ class ElasticWorkers(WorkerSource):
             interval=min(1.0, plan.interval),
             failures=self.failures,
             on_fatal=self._on_fatal,
+            pools=list(self.pool_plans),
         )
         self._watch.start()
-        cluster.adapt(
-            Adaptive=BacklogAdaptive,
-            backlog=self._backlog,
-            slots_per_worker=plan.threads_per_worker,
-            minimum_jobs=plan.minimum,
-            maximum_jobs=plan.maximum,
-            interval=f"{plan.interval:g}s",
-            wait_count=plan.wait_count,
-        )
+        if self.pool_plans:
+            self._adapt_pools(cluster)
+        else:
+            _log_shape(self.run_id, None, plan)
+            cluster.adapt(
+                Adaptive=BacklogAdaptive,
+                backlog=self._backlog,
+                slots_per_worker=plan.threads_per_worker,
+                minimum_jobs=plan.minimum,
+                maximum_jobs=plan.maximum,
+                interval=f"{plan.interval:g}s",
+                wait_count=plan.wait_count,
+            )
         self.client = Client(cluster, security=security, set_as_default=False)
         return self.client
+
+    def _adapt_pools(self, cluster: Any) -> None:
+        """Each pool's worker jobs, scaled on the pool's own backlog."""
+        from hpcflow.modes.elastic_pools import PoolAdaptive, pool_job_script
+
+        for pool, plan in self.pool_plans.items():
+            script = pool_job_script(cluster, plan)
+            self.paths.pool_worker_job_script(pool).write_text(script, encoding="utf-8")
+            _log_shape(self.run_id, pool, plan)
+            backlog = self._pool_backlog(pool) if self._pool_backlog else self._backlog
+            self._adaptives.append(
+                PoolAdaptive(
+                    cluster,
+                    pool=pool,
+                    plan=plan,
+                    backlog=backlog,
+                    minimum=plan.minimum * plan.workers_per_job,
+                    maximum=plan.maximum * plan.workers_per_job,
+                    interval=f"{plan.interval:g}s",
+                    wait_count=plan.wait_count,
+                )
+            )
+
+    @property
+    def max_slots(self) -> int:
+        """CPU slots when every allowed worker job of every pool runs."""
+        plans = self.pool_plans.values() or [self.plan]
+        return sum(plan.max_slots for plan in plans)
 
     def meta(self) -> dict[str, object]:
         """What the run's state records of the cluster (for ``hpcflow status``)."""
@@ -174,12 +221,28 @@ class ElasticWorkers(WorkerSource):
             if self._watch is not None:
                 self._watch.disarm()  # no interrupt while the cluster closes
                 job_ids = self._watch.job_ids()
+            for adaptive in self._adaptives:
+                # (On the cluster's loop, where it runs.)
+                cluster.loop.add_callback(adaptive.stop, "the run is ending")
+            self._adaptives = []
             close_cluster(cluster, self.client)
             if self._watch is not None:
                 self._watch.stop()
             cancel_leftovers(self.backend, job_ids | cluster_job_ids(cluster))
         self.client = None
         self._quiet.close()
+
+
+def _log_shape(run_id: str, pool: str | None, plan: ElasticPlan) -> None:
+    log.info(
+        "run %s: %s%d to %d worker jobs of %d worker(s) x %d thread(s)",
+        run_id,
+        f"pool {pool}: " if pool else "",
+        plan.minimum,
+        plan.maximum,
+        plan.workers_per_job,
+        plan.threads_per_worker,
+    )
 
 
 def cancel_leftovers(

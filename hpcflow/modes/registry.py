@@ -56,6 +56,9 @@ def render_scripts(
                 role = "scheduler, driver and workers" if pool == pools.head else "workers"
                 yield f"pool {pool} ({role})", backend.render(pool_plan.request)
             return
+    if mode == "elastic":
+        yield from _elastic_scripts(graph, profile, paths, run_id)
+        return
     if mode != "jobs":
         from hpcflow.engine.pools import one_pool
 
@@ -67,17 +70,39 @@ def render_scripts(
             noun = "instance" if unit.size == 1 else "instances"
             yield f"job {unit.number} ({unit.size} {noun})", script
         return
-    if mode == "elastic":
-        from hpcflow.modes.elastic_plan import plan_elastic
-
-        plan = plan_elastic(
-            profile, paths.run_dir, run_id, graph.loaded.base_dir, log_directory=paths.workers_dir
-        )
-        yield "elastic worker job (up to max_workers of them)", _worker_job_script(plan)
-        return
     from hpcflow.modes.pilot_plan import plan_pilot
 
     yield None, backend.render(plan_pilot(profile, paths, run_id, graph.loaded.base_dir).request)
+
+
+def _elastic_scripts(
+    graph: TaskGraph, profile: Profile, paths: RunPaths, run_id: str
+) -> Iterator[tuple[str | None, str]]:
+    """Elastic mode's worker job: one per pool when the tasks need several."""
+    from hpcflow.engine.pools import assign_pools
+    from hpcflow.modes.elastic_plan import plan_elastic
+
+    chosen = assign_pools(graph, profile)
+    pools = [name for name in profile.pools if name in set(chosen.values())]
+    if len(pools) <= 1:
+        shaped = profile.for_pool(pools[0] if pools else None)
+        plan = plan_elastic(
+            shaped, paths.run_dir, run_id, graph.loaded.base_dir, log_directory=paths.workers_dir
+        )
+        yield "elastic worker job (up to max_workers of them)", _worker_job_script(plan)
+        return
+    for pool in pools:
+        shaped = profile.for_pool(pool)
+        plan = plan_elastic(
+            shaped,
+            paths.run_dir,
+            run_id,
+            graph.loaded.base_dir,
+            log_directory=paths.workers_dir,
+            pool=pool,
+        )
+        heading = f"pool {pool}: elastic worker job (up to {shaped.max_workers} of them)"
+        yield heading, _worker_job_script(plan)
 
 
 def _worker_job_script(plan: Any) -> str:

@@ -151,6 +151,12 @@ class Pool(BaseModel):
     env: dict[EnvName, EnvValue] = Field(
         default_factory=dict, description="environment variables added to the profile's"
     )
+    min_workers: NonNegativeInt | None = Field(
+        None, description="elastic mode: this pool's worker jobs kept when it has nothing to run"
+    )
+    max_workers: PositiveInt | None = Field(
+        None, description="elastic mode: most worker jobs of this pool at once"
+    )
 
     def over(self, profile: Profile) -> Profile:
         """``profile`` as this pool shapes it (its own ``pools`` dropped)."""
@@ -166,6 +172,12 @@ class Pool(BaseModel):
             raise CrossFieldError(
                 "workers_per_node 'per-gpu' needs gpus_per_node of at least 1",
                 ("workers_per_node", "gpus_per_node"),
+            )
+        if shaped.min_workers > shaped.max_workers:
+            raise CrossFieldError(
+                f"min_workers ({shaped.min_workers}) is more than max_workers "
+                f"({shaped.max_workers})",
+                ("min_workers", "max_workers"),
             )
         return shaped
 
@@ -388,6 +400,16 @@ class Profile(BaseModel):
                 f"min_workers ({self.min_workers}) is more than max_workers ({self.max_workers})",
                 ("min_workers", "max_workers"),
             )
+        return self
+
+    @model_validator(mode="after")
+    def _pools_consistent(self) -> Profile:
+        # Each pool over this profile must be a consistent profile too.
+        for name, pool in self.pools.items():
+            try:
+                pool.over(self)
+            except CrossFieldError as exc:
+                raise CrossFieldError(f"pool {name}: {exc}", ("pools", *exc.fields)) from None
         return self
 
     def workers_on_each_node(self) -> int:

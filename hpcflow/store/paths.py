@@ -220,6 +220,10 @@ class RunPaths:
         """Elastic mode: the batch script of the worker jobs, as submitted (for reference)."""
         return self.workers_dir / "job.sh"
 
+    def pool_worker_job_script(self, pool: str) -> Path:
+        """Elastic mode with several pools: the batch script of pool ``pool``'s worker jobs."""
+        return self.workers_dir / f"job-{pool}.sh"
+
     # Jobs mode: one batch job (or array) per unit N of a task's instances.
     @property
     def jobs_dir(self) -> Path:

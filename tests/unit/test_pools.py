@@ -6,6 +6,7 @@ import logging
 import types
 
 import pytest
+from pydantic import ValidationError
 
 from hpcflow.backends._commands import CommandRunner
 from hpcflow.backends.slurm import SlurmBackend
@@ -14,7 +15,7 @@ from hpcflow.dag.graph import build_graph
 from hpcflow.engine.pools import assign_pools, one_pool
 from hpcflow.errors import ProfileError, SpecError
 from hpcflow.modes.pilot_pools import plan_pools, pools_needed
-from hpcflow.settings.profile import CrossFieldError, Profile
+from hpcflow.settings.profile import Profile
 from hpcflow.spec.loader import load_workflow
 from hpcflow.store.paths import RunPaths
 from tests.conftest import write_workflow
@@ -82,9 +83,13 @@ def test_a_pool_shapes_the_profile_it_belongs_to():
     assert gpu.env == {"A": "1", "B": "2"} and gpu.pools == {}
     assert PROFILE.for_pool(None) is PROFILE
     assert PROFILE.for_pool("big").memory_per_node == 1024**4
-    per_gpu = Profile(name="p", pools={"odd": {"workers_per_node": "per-gpu"}})
-    with pytest.raises(CrossFieldError, match="per-gpu"):
-        per_gpu.for_pool("odd")
+    # A pool that would make an inconsistent profile is refused with the profile.
+    with pytest.raises(ValidationError, match="pool odd: workers_per_node 'per-gpu'"):
+        Profile(name="p", pools={"odd": {"workers_per_node": "per-gpu"}})
+    with pytest.raises(ValidationError, match=r"pool gpu: min_workers \(3\) is more"):
+        Profile(name="p", pools={"gpu": {"min_workers": 3, "max_workers": 2}})
+    with pytest.raises(ValidationError, match="pool cpu: min_workers"):
+        Profile(name="p", max_workers=2, pools={"cpu": {"min_workers": 3}})
 
 
 def test_a_missing_pool_and_a_task_no_pool_fits_are_refused_at_their_lines(tmp_path):

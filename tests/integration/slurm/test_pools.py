@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcflow.modes.elastic_watch import read_samples
 from hpcflow.store.statedb import StateDB
 from tests.conftest import write_workflow
 from tests.integration.slurm.conftest import queue_drains, run_logs
@@ -274,4 +275,70 @@ def test_a_pool_allocation_that_ends_with_its_tasks_to_run_ends_the_run(
     assert "the allocation of pool gpu ended (CANCELLED" in err, err
     assert "2 of its task(s) still to run" in err and "Traceback" not in err, err
     assert "allocations/2.err" in err, err
+    assert queue_drains(shaped_cluster) == []
+
+
+def test_an_elastic_run_scales_each_pool_on_its_own_nodes(
+    tmp_path, submit_tmp_path, env, shaped_cluster
+):
+    """Elastic mode with two pools: one scheduler on the submit host, worker jobs of each
+    pool's shape, each pool scaled on its own backlog. No GPU worker job is queued while
+    only CPU work waits; the GPU pool's jobs are retired once its tasks have ended, while
+    the CPU task after them still runs."""
+    text = WORKFLOW.replace(
+        f"    command: {WHERE}\n    outputs: [where/post.txt]",
+        f"    command: sleep 20 && {WHERE}\n    outputs: [where/post.txt]",
+    ).replace(
+        f'    command: {WHERE}\n    outputs: ["where/prep-{{i}}.txt"]',
+        f'    command: sleep 5 && {WHERE}\n    outputs: ["where/prep-{{i}}.txt"]',
+    )
+    assert "sleep 20" in text and "sleep 5" in text
+    wf = write_workflow(tmp_path, text)
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", "slurm-test")),
+        "HPCFLOW_MIN_WORKERS": "0",
+        "HPCFLOW_MAX_WORKERS": "2",
+        "HPCFLOW_ADAPT_INTERVAL": "1",
+        "HPCFLOW_ADAPT_WAIT_COUNT": "2",
+    }
+    cli = [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+           "pools-slurm-test", "--mode", "elastic", "--transport", "tcp"]  # fmt: skip
+    plan = subprocess.run(
+        [*cli, "--dry-run"], env=run_env, capture_output=True, text=True, timeout=120
+    )
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "pool cpu worker job (up to 2 at once)" in plan.stdout, plan.stdout
+    assert "pool gpu worker job (up to 2 at once)" in plan.stdout, plan.stdout
+    result = subprocess.run([*cli, "-q"], env=run_env, capture_output=True, text=True, timeout=400)
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(run_dir)
+    where = {p.stem: p.read_text().split() for p in sorted((tmp_path / "where").glob("*.txt"))}
+    for name in ("prep-1", "prep-2", "post"):
+        assert where[name][0] in ("n1", "n2") and len(where[name]) == 1, where
+    for name in ("train", "share"):
+        assert where[name][0] in ("n3", "n4") and where[name][1] in ("0", "1"), where
+    # Each pool's worker job script: its partition (and the gpu pool's GPUs).
+    cpu_script = (run_dir / "workers" / "job-cpu.sh").read_text()
+    gpu_script = (run_dir / "workers" / "job-gpu.sh").read_text()
+    assert "#SBATCH -p cpu\n" in cpu_script and "gres" not in cpu_script
+    assert "#SBATCH -p gpu\n" in gpu_script and "#SBATCH --gres=gpu:fakegpu:2\n" in gpu_script
+    with StateDB(run_dir / "state.sqlite", readonly=True) as db:
+        rows = list(db.tasks())
+    tasks = {row.name: row for row in rows}
+    samples = read_samples(run_dir / "elastic.jsonl")
+    pools = [(s["time"], s["pools"]["cpu"], s["pools"]["gpu"]) for s in samples]
+    # While prep ran (before any GPU task was ready), no GPU worker job was asked for.
+    prep_started = min(row.started for row in rows if row.name == "prep")
+    before_gpu_work = [gpu for t, _, gpu in pools if t < prep_started + 3]
+    assert before_gpu_work and all(g["requested"] == 0 for g in before_gpu_work), pools
+    assert any(g["workers"] >= 1 for _, _, g in pools), pools
+    # The gpu pool was down to no job well before post (a CPU task) ended, CPU still up.
+    post = tasks["post"]
+    assert post.ended is not None
+    assert any(
+        t < post.ended - 5 and t > tasks["train"].ended and g["requested"] == 0 and c["workers"]
+        for t, c, g in pools
+    ), pools
     assert queue_drains(shaped_cluster) == []
