@@ -179,10 +179,16 @@ def one_pool(graph: TaskGraph, profile: Profile, run: list[bool] | None = None) 
     ProfileError
         The tasks need more than one pool.
     """
+    return profile.for_pool(one_pool_name(graph, profile, run))
+
+
+def one_pool_name(graph: TaskGraph, profile: Profile, run: list[bool] | None = None) -> str | None:
+    """The one pool every task to run needs (None when the profile has no pools); raises
+    as :func:`one_pool`."""
     chosen = assign_pools(graph, profile, run)
     names = sorted({name for name in chosen.values() if name is not None})
     if len(names) <= 1:
-        return profile.for_pool(names[0] if names else None)
+        return names[0] if names else None
     uses = "; ".join(
         f"{name}: {', '.join(graph.templates[i].spec.name for i, n in chosen.items() if n == name)}"
         for name in names

@@ -23,7 +23,7 @@ from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunLife, RunSummary, summarize
-from hpcflow.engine.pools import one_pool
+from hpcflow.engine.pools import one_pool_name
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import AllocationFailed, SubmitError
 from hpcflow.modes.follow import QUIETLY, Follow
@@ -116,8 +116,10 @@ def run_pilot(
     # Before anything is created: the tasks' pools (a missing one, or none fits, is refused).
     several = None if layout is not None else pools_needed(graph, profile, prepared.decision.run)
     base = profile
+    pool = None
     if several is None:
-        profile = one_pool(graph, profile, prepared.decision.run)
+        pool = one_pool_name(graph, profile, prepared.decision.run)
+        profile = profile.for_pool(pool)
     else:
         profile = profile.for_pool(several[0])
         if base.resubmit:
@@ -144,7 +146,7 @@ def run_pilot(
         elif layout is not None:
             plan = plan_in_allocation(profile, paths, run_id, graph.loaded.base_dir, layout)
         else:
-            plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir)
+            plan = plan_pilot(profile, paths, run_id, graph.loaded.base_dir, pool=pool)
         if pools is None:
             check_capacity(
                 graph,
@@ -409,7 +411,14 @@ def _follow(
                         lost_tasks_note(db),
                         number,
                     )
-                    plan = plan_pilot(profile, paths, run_id, Path(plan.config.base_dir), number)
+                    plan = plan_pilot(
+                        profile,
+                        paths,
+                        run_id,
+                        Path(plan.config.base_dir),
+                        number,
+                        pool=plan.config.pool,
+                    )
                     current = submit_allocation(
                         backend, plan, paths, submit, number, retries=profile.submit_retries
                     )

@@ -41,10 +41,12 @@ def plan_pilot(
     python: str | None = None,
     *,
     head: bool = True,
+    pool: str | None = None,
 ) -> PilotPlan:
     """Turn a profile into an allocation request and the ranks' configuration. Without
     ``head`` the allocation runs workers only (a pool's own allocation, whose workers join
-    the scheduler of the run's head allocation)."""
+    the scheduler of the run's head allocation). ``pool``: the pool ``profile`` is shaped
+    by, named in its workers and recorded with the allocation."""
     gpus = profile.gpus_per_node
     if profile.workers_per_node == "per-gpu":
         if gpus < 1:
@@ -121,6 +123,7 @@ def plan_pilot(
         lifetime_stagger=profile.worker_lifetime_stagger,
         nanny=profile.worker_nanny,
         software=SiteEnvironment.from_profile(profile, commands_here=False).to_dict(),
+        pool=pool,
     )
     return PilotPlan(request, config)
 

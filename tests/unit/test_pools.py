@@ -259,3 +259,30 @@ def test_a_pool_allocation_seen_ended_with_tasks_left_ends_the_run_only_after_a_
     pool, native_id, why = companions.ended_early(poller, db)
     assert (pool, native_id) == ("gpu", "job-gpu")
     assert why == "the allocation of pool gpu ended (COMPLETED) with 1 of its task(s) still to run"
+
+
+def test_a_one_pool_pilot_allocation_is_recorded_with_its_pool(tmp_path):
+    """``hpcflow status`` names the pool of a run whose tasks all need one pool."""
+    from hpcflow.engine.pools import one_pool_name
+    from hpcflow.modes.pilot import submit_allocation
+    from hpcflow.modes.pilot_plan import plan_pilot
+    from hpcflow.store.statedb import SubmitDB
+
+    class Accepting(SlurmBackend):
+        """Renders as SLURM does; takes every allocation as job 42 (no batch system)."""
+
+        def submit(self, script, request):
+            return "42"
+
+    graph = _graph(tmp_path)
+    one = [graph.templates[inst.spec_index].spec.name == "small" for inst in graph.instances]
+    pool = one_pool_name(graph, PROFILE, one)
+    assert pool == "cpu"
+    paths = RunPaths(tmp_path / "run")
+    plan = plan_pilot(PROFILE.for_pool(pool), paths, "RID", tmp_path, pool=pool)
+    assert plan.config.pool == "cpu" and plan.request.partition == "cpu"
+    paths.run_dir.mkdir(parents=True)
+    with SubmitDB(paths.submit_db) as submit:
+        submit_allocation(Accepting(CommandRunner()), plan, paths, submit, 1)
+        submit.flush()
+        assert [(a.native_id, a.pool) for a in submit.allocations()] == [("42", "cpu")]
