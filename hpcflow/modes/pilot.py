@@ -27,7 +27,13 @@ from hpcflow.engine.pools import one_pool_name
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import AllocationFailed, SubmitError
 from hpcflow.modes.follow import QUIETLY, Follow
-from hpcflow.modes.pilot_plan import PilotPlan, first_node, plan_in_allocation, plan_pilot
+from hpcflow.modes.pilot_plan import (
+    PilotPlan,
+    first_node,
+    plan_in_allocation,
+    plan_pilot,
+    renumbered,
+)
 from hpcflow.modes.pilot_pools import (
     PoolAllocations,
     PoolCompanions,
@@ -122,10 +128,6 @@ def run_pilot(
         profile = profile.for_pool(pool)
     else:
         profile = profile.for_pool(several[0])
-        if base.resubmit:
-            log.warning("no continuation allocations are made for a run with several pools")
-            base = base.model_copy(update={"resubmit": False})
-            profile = profile.model_copy(update={"resubmit": False})
     extra = {"profile": profile.name, "mode": "pilot", "walltime": profile.walltime}
     with RunLife(prepared, options, backend=profile.backend, extra=extra) as life:
         # Fail before anything is created or submitted (the ranks check again on the nodes).
@@ -211,16 +213,17 @@ def _other_pools(
     (and what else was queued) must not wait for workers that will never come."""
 
     def submit_pool(pool: str) -> str:
-        number = pools.number(pool)
+        plan, number = companions.allocation_for(pool)
         try:
             return submit_allocation(
-                backend, pools.plans[pool], paths, submit, number, retries=profile.submit_retries
+                backend, plan, paths, submit, number, retries=profile.submit_retries
             )
         except BaseException:
             backend.cancel(submit_ids(submit))
             raise
 
-    return PoolCompanions(pools, graph, paths, submit_pool)
+    companions = PoolCompanions(pools, graph, paths, submit_pool)
+    return companions
 
 
 def submit_ids(submit: st.SubmitDB) -> list[str]:
@@ -306,7 +309,8 @@ def _follow(
     learns goes to ``submit``. ``companions``: the allocations of the run's other pools,
     followed too, cancelled once the run is over, and the run's end when one ends with
     tasks of its pool still to run."""
-    number = 1
+    number = 1  # the head allocation's
+    continued = 0  # continuation allocations made, of any pool
     current = native_id
     last: AllocationStatus | None = None
     ended_at: float | None = None  # when the run was first seen finished
@@ -322,8 +326,21 @@ def _follow(
                     companions.submit_due(db, poller)
                 companions.update(poller, submit)
                 early = None
-                if meta.get("status") not in _DRIVER_ENDED:
+                # (A drained head ends soon: its continuation queues the pools again.)
+                if meta.get("status") not in (*_DRIVER_ENDED, RunStatus.DRAINED):
                     early = companions.ended_early(poller, db)
+                if early is not None:
+                    pool, pool_id, reason = early
+                    why = continuation_due(poller.latest[pool_id], False, profile, continued + 1)
+                    if why is not None:
+                        continued += 1
+                        new_id = companions.resubmit(pool)
+                        log.warning(
+                            "allocation %s of pool %s %s; %s; submitting continuation %s",
+                            pool_id, pool, why, lost_tasks_note(db), new_id,
+                        )  # fmt: skip
+                        poller.track([new_id])
+                        early = None
                 if early is not None:
                     pool, pool_id, reason = early
                     log.error("%s: cancelling the run", reason)
@@ -401,23 +418,35 @@ def _follow(
                     submit.declare_over(RunStatus.CANCELLED, "run cancelled (hpcflow cancel)")
                     return summarize(db, paths, run_id, started, cancelled=True)
                 drained = meta.get("status") == RunStatus.DRAINED
-                why = continuation_due(status, drained, profile, number)
+                why = continuation_due(status, drained, profile, continued + 1)
                 if why is not None:
-                    number += 1
+                    continued += 1
+                    if companions is not None:
+                        # The head's allocation again: its scheduler and driver are new,
+                        # and the other pools' allocations are queued again when due.
+                        number = companions.new_number()
+                        plan = renumbered(companions.pools.plans[companions.pools.head],
+                                          paths, number)  # fmt: skip
+                        companions.restart()
+                        # The old scheduler's address: no pool's workers may take it for
+                        # the new one's (the new head publishes its own).
+                        paths.scheduler_address.unlink(missing_ok=True)
+                    else:
+                        number += 1
+                        plan = plan_pilot(
+                            profile,
+                            paths,
+                            run_id,
+                            Path(plan.config.base_dir),
+                            number,
+                            pool=plan.config.pool,
+                        )
                     log.warning(
                         "allocation %s %s; %s; submitting continuation %d",
                         current,
                         why,
                         lost_tasks_note(db),
                         number,
-                    )
-                    plan = plan_pilot(
-                        profile,
-                        paths,
-                        run_id,
-                        Path(plan.config.base_dir),
-                        number,
-                        pool=plan.config.pool,
                     )
                     current = submit_allocation(
                         backend, plan, paths, submit, number, retries=profile.submit_retries

@@ -128,6 +128,18 @@ def plan_pilot(
     return PilotPlan(request, config)
 
 
+def renumbered(plan: PilotPlan, paths: RunPaths, number: int) -> PilotPlan:
+    """``plan`` as allocation ``number`` of its run (its logs and its number): the same
+    allocation asked for again, e.g. a continuation of a pool's allocation."""
+    request = replace(
+        plan.request,
+        stdout=paths.allocation_stdout(number),
+        stderr=paths.allocation_stderr(number),
+        env={**plan.request.env, "HPCFLOW_ALLOCATION_NUMBER": str(number)},
+    )
+    return PilotPlan(request, plan.config)
+
+
 def pilot_command(
     launcher: str,
     python: str,

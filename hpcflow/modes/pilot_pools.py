@@ -13,7 +13,10 @@ task of that pool is near ready (every task it depends on is running or done), s
 nodes are not held while the CPU work before them runs; all are followed by one poller.
 A pool's allocation that ends while tasks of its pool are still to run (cancelled,
 failed to start, a lost node) ends the run, with its logs named: those tasks could never
-run. Continuation allocations are not made for runs with several pools.
+run, unless the profile allows continuations (``resubmit: true``) and it stopped early
+(its walltime, a lost node): then that pool's allocation is queued again and its workers
+join the same scheduler. When the head allocation is continued, the other pools'
+allocations are queued again when due, and join the new head's scheduler.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from hpcflow.backends.poller import Poller
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.pools import POOL_VARIABLE, assign_pools
-from hpcflow.modes.pilot_plan import PilotPlan, plan_pilot
+from hpcflow.modes.pilot_plan import PilotPlan, plan_pilot, renumbered
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
@@ -164,6 +167,41 @@ class PoolCompanions:
         self._seen: dict[str, AllocationStatus] = {}
         self._next_check = 0.0
         self._ended_with_tasks: dict[str, float] = {}  # pool → when first seen so
+        #: The highest allocation number taken: the first allocations of the pools take
+        #: 1..P (the head's is 1), continuations the numbers after.
+        self.last_number = len(pools.plans)
+        self._numbered: set[str] = set()  # pools whose first number is taken
+
+    def allocation_for(self, pool: str) -> tuple[PilotPlan, int]:
+        """The plan and number of ``pool``'s next allocation: its own number the first
+        time, a new one for a continuation."""
+        plan = self.pools.plans[pool]
+        if pool not in self._numbered:
+            self._numbered.add(pool)
+            return plan, self.pools.number(pool)
+        number = self.new_number()
+        return renumbered(plan, self.paths, number), number
+
+    def new_number(self) -> int:
+        """A new allocation number (a continuation's)."""
+        self.last_number += 1
+        return self.last_number
+
+    def restart(self) -> None:
+        """The head allocation is continued: every other pool's allocation is queued again
+        when a task of it is near ready (the old ones ended with the old scheduler)."""
+        self._numbered.add(self.pools.head)
+        self._numbered.update(self.native_ids)
+        self.native_ids.clear()
+        self._ended_with_tasks.clear()
+        self._next_check = 0.0
+
+    def resubmit(self, pool: str) -> str:
+        """Queue ``pool``'s allocation again (its last one stopped early with tasks of the
+        pool left: they run on the new one's workers, under the same scheduler)."""
+        self._ended_with_tasks.pop(pool, None)
+        self.native_ids[pool] = self.submit_pool(pool)
+        return self.native_ids[pool]
 
     def unsubmitted(self) -> list[str]:
         return [pool for pool in self.pools.others() if pool not in self.native_ids]

@@ -286,3 +286,43 @@ def test_a_one_pool_pilot_allocation_is_recorded_with_its_pool(tmp_path):
         submit_allocation(Accepting(CommandRunner()), plan, paths, submit, 1)
         submit.flush()
         assert [(a.native_id, a.pool) for a in submit.allocations()] == [("42", "cpu")]
+
+
+def test_continued_pool_allocations_take_new_numbers_and_logs_of_their_own(two_pools):
+    """A pool's allocation that stopped early is asked for again as the next number (its
+    own script and logs); when the head allocation is continued, every other pool's
+    allocation is queued again, when due, under a new number too."""
+    from hpcflow.modes.pilot_pools import PoolCompanions
+    from hpcflow.store import statedb as st
+
+    run, sent = two_pools, []
+
+    def submit_pool(pool: str) -> str:
+        plan, number = companions.allocation_for(pool)
+        sent.append((pool, number, plan))
+        return f"job-{number}"
+
+    companions = PoolCompanions(
+        run.pools, run.graph, run.paths, submit_pool, clock=lambda: run.now[0]
+    )
+    companions.submit_all()
+    assert [(pool, number) for pool, number, _ in sent] == [("gpu", 2)]
+    assert sent[0][2] is run.pools.plans["gpu"]
+    # Its walltime: the gpu pool's allocation is asked for again, as allocation 3.
+    assert companions.resubmit("gpu") == "job-3"
+    pool, number, plan = sent[-1]
+    assert (pool, number) == ("gpu", 3) and companions.native_ids == {"gpu": "job-3"}
+    assert plan.request.stderr == run.paths.allocation_stderr(3)
+    assert plan.request.env["HPCFLOW_ALLOCATION_NUMBER"] == "3"
+    assert plan.request.env["HPCFLOW_POOL"] == "gpu" and plan.config.pool == "gpu"
+    # The head's walltime: its continuation is allocation 4; the gpu pool's is queued
+    # again only when one of its tasks is near ready, as allocation 5.
+    assert companions.new_number() == 4
+    companions.restart()
+    assert companions.native_ids == {} and companions.unsubmitted() == ["gpu"]
+    assert companions.submit_due(run.db) == []  # prep has not started
+    run.db.set_states([(0, st.RUNNING)])
+    run.db.flush()
+    run.now[0] += 5
+    assert companions.submit_due(run.db) == ["gpu"]
+    assert (sent[-1][0], sent[-1][1]) == ("gpu", 5)

@@ -342,3 +342,66 @@ def test_an_elastic_run_scales_each_pool_on_its_own_nodes(
         for t, c, g in pools
     ), pools
     assert queue_drains(shaped_cluster) == []
+
+
+def test_a_pilot_run_with_pools_goes_on_in_a_continuation_of_every_pool(
+    tmp_path, submit_tmp_path, env, shaped_cluster
+):
+    """``resubmit: true`` with two pools and a 1-minute walltime: the head (cpu) allocation
+    drains before its walltime with CPU tasks left, and its continuation runs them; the
+    GPU task after them gets the gpu pool's allocation queued again, under the new
+    scheduler. Each allocation has its own number, script and logs."""
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: pools-continued
+tasks:
+  - name: slow
+    foreach: {{i: {{range: [0, 6]}}}}
+    resources: {{walltime: 25s}}
+    command: sleep 20 && {WHERE}
+    outputs: ["where/slow-{{i}}.txt"]
+  - name: early
+    resources: {{gpus: 1}}
+    command: {WHERE}
+    outputs: [where/early.txt]
+  - name: late
+    needs: [slow]
+    resources: {{gpus: 0.5}}
+    command: {WHERE}
+    outputs: [where/late.txt]
+""",
+    )
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", "slurm-test")),
+        "HPCFLOW_RESUBMIT": "true",
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+         "pools-slurm-test", "--mode", "pilot", "--walltime", "1m", "-q"],
+        env=run_env, capture_output=True, text=True, timeout=420,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(tmp_path)
+    where = {p.stem: p.read_text().split() for p in sorted((tmp_path / "where").glob("*.txt"))}
+    assert len(where) == 8, where
+    for name in (f"slow-{i}" for i in range(6)):
+        assert where[name][0] in ("n1", "n2"), where
+    for name in ("early", "late"):
+        assert where[name][0] in ("n3", "n4") and where[name][1] in ("0", "1"), where
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    with StateDB(run_dir / "state.sqlite", readonly=True) as db:
+        allocations = db.allocations()
+    # cpu (the head), gpu (early), then the head's continuation and the gpu pool's
+    # allocation again for late; each under its own number.
+    assert [(a.number, a.pool) for a in allocations] == [
+        (1, "cpu"), (2, "gpu"), (3, "cpu"), (4, "gpu"),
+    ], allocations  # fmt: skip
+    # Ended by themselves (the last gpu one may be cancelled with the run's end instead).
+    assert [a.state for a in allocations[:3]] == ["completed"] * 3, allocations
+    assert "walltime drain" in (run_dir / "driver.log").read_text()
+    scripts = {n: (run_dir / "allocations" / f"{n}.sh").read_text() for n in (3, 4)}
+    assert "--role head" in scripts[3] and "HPCFLOW_ALLOCATION_NUMBER=3" in scripts[3]
+    assert "export HPCFLOW_POOL=gpu" in scripts[4] and "allocations/4.err" in scripts[4]
+    assert queue_drains(shaped_cluster) == []
