@@ -409,7 +409,7 @@ class Profile(BaseModel):
             try:
                 pool.over(self)
             except CrossFieldError as exc:
-                raise CrossFieldError(f"pool {name}: {exc}", ("pools", *exc.fields)) from None
+                raise CrossFieldError(f"pool {name}: {exc}", ("pools",)) from None
         return self
 
     def workers_on_each_node(self) -> int:
