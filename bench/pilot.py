@@ -94,16 +94,17 @@ def main() -> int:
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="hpcflow-pilot-bench-") as tmp:
-        os.environ["HPCFLOW_HOME"] = str(Path(tmp) / "home")
-        cluster = start_cluster()
-        try:
-            for n in (int(x) for x in args.n.split(",")):
-                row = measure(n, cluster, Path(tmp))
-                print(json.dumps(row))
-                rows.append(row)
-        finally:
-            cluster.stop()
+    cluster = start_cluster()
+    try:
+        # The nodes see the cluster's shared volume (GlusterFS), not this machine's /tmp.
+        tmp = Path(tempfile.mkdtemp(prefix="hpcflow-pilot-bench-", dir=cluster.shared))
+        os.environ["HPCFLOW_HOME"] = str(tmp / "home")
+        for n in (int(x) for x in args.n.split(",")):
+            row = measure(n, cluster, tmp)
+            print(json.dumps(row))
+            rows.append(row)
+    finally:
+        cluster.stop()
     write_section(Path(args.out), section(rows), "pilot")
     print(f"wrote {args.out}")
     return 0 if all(r["ok"] for r in rows) else 1
