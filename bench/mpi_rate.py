@@ -1,7 +1,7 @@
 """MPI launch rate in a pilot on the local test SLURM: how many small MPI tasks per
 second one allocation starts, each as its own ``srun`` step inside the allocation (the
-way hpcflow launches an MPI task today), against the same number of one-rank tasks (no
-step) as the ceiling of the pilot itself.
+default), or on its worker's own node by ``mpirun`` (the profile's ``local_mpi_launch``),
+against the same number of one-rank tasks (no step) as the ceiling of the pilot itself.
 
 Each MPI task is ``ranks: 2`` of ``true`` on a 2-node allocation (2 CPUs each); the
 rate is tasks / (last task's end - first task's start), from the run's own attempt
@@ -40,7 +40,13 @@ START, END = markers(SECTION)
 
 TASK = {
     "mpi": "    resources: {ranks: 2, nodes: 1}\n    argv: ['true']\n",
+    "mpi-local": "    resources: {ranks: 2, nodes: 1}\n    argv: ['true']\n",
     "single": "    argv: ['true']\n",
+}
+#: Profile settings of each kind: ``mpi-local`` starts each task's ranks on its worker's
+#: node with Open MPI's mpirun (no step); the others as the test profile does.
+OVERRIDES: dict[str, dict[str, object]] = {
+    "mpi-local": {"local_mpi_launch": ["mpirun", "--mca", "plm", "isolated"]},
 }
 
 
@@ -52,7 +58,8 @@ def measure(kind: str, n: int, cluster, workdir: Path) -> dict[str, object]:
         + TASK[kind]
     )
     runner = CommandRunner(env=cluster.extra_env)
-    profile = resolve_profile("slurm-test", environ={}, overrides={"nodes": 2}).profile
+    overrides = {"nodes": 2, **OVERRIDES.get(kind, {})}
+    profile = resolve_profile("slurm-test", environ={}, overrides=overrides).profile
     options = RunOptions()
     summary = run_pilot(prepare(wf, options), options, profile, SlurmBackend(runner))
     timings = pilot_timings(summary.paths.state_db)
@@ -74,7 +81,10 @@ def section(rows: list[dict[str, object]]) -> str:
         f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')} on the local test SLURM (2 logical "
         "nodes of 2 CPUs on this 2-core machine), one allocation. `mpi`: tasks of `ranks: 2` "
         "running `true`, each started as its own `srun` step inside the allocation; "
-        "`single`: the same count of one-rank tasks (no step), the pilot's own ceiling. "
+        "`mpi-local`: the same tasks started on their worker's node by Open MPI's `mpirun "
+        "--mca plm isolated` (profile `local_mpi_launch`: no step, each holds 2 of the "
+        "worker's slots); `single`: the same count of one-rank tasks (no step), the "
+        "pilot's own ceiling. "
         "Rate = tasks / (last end - first start), from the run's attempt records.",
         "",
         "| tasks | kind | ok | span s | tasks/s |",
@@ -99,7 +109,7 @@ def main() -> int:
         # The nodes see the cluster's shared volume (GlusterFS), not this machine's /tmp.
         tmp = Path(tempfile.mkdtemp(prefix="hpcflow-mpi-rate-", dir=cluster.shared))
         os.environ["HPCFLOW_HOME"] = str(tmp / "home")
-        for kind in ("mpi", "single"):
+        for kind in ("mpi", "mpi-local", "single"):
             row = measure(kind, args.n, cluster, tmp)
             print(json.dumps(row), flush=True)
             rows.append(row)

@@ -414,6 +414,10 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         prepared, db, run_id = open_run(run_dir, SiteEnvironment.from_dict(config.software))
         prepared.factory.mpi_launcher = config.launcher
         prepared.factory.mpi = config.mpi
+        if not config.task_pools:
+            # (With several pools a worker's slots differ by pool: every MPI task a step.)
+            prepared.factory.local_mpi_launch = config.local_mpi_launch
+            prepared.factory.local_mpi_ranks = config.threads_per_worker
         client = Client(
             address,
             timeout=120,

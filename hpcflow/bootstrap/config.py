@@ -24,6 +24,9 @@ class PilotConfig:
     memory_limit: str | None = None
     launcher: str = "srun"
     mpi: str = "pmix"
+    #: The prefix that starts an MPI task that fits on one worker on its own node (the
+    #: profile's local_mpi_launch); None: every MPI task is a launcher step.
+    local_mpi_launch: list[str] | None = None
     worker_wait_timeout: float = 300.0
     env: dict[str, str] = field(default_factory=dict)
     dashboard_address: str | None = None

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from hpcflow.spec.units import format_elapsed
 from hpcflow.store.states import RunStatus
 
 #: Run states after which nothing changes any more.
@@ -208,7 +209,7 @@ def render(snap: Snapshot) -> Any:
     parts: list[Any] = []
     started = view.meta.get("started")
     ended = view.meta.get("ended") or time.time()
-    elapsed = f"{ended - started:.1f}s" if isinstance(started, float | int) else "?"
+    elapsed = format_elapsed(ended - started) if isinstance(started, float | int) else "?"
     parts.append(
         Text.from_markup(f"run [bold]{view.meta.get('run_id')}[/bold] · ")
         + Text(f"{snap.status} · {elapsed}")

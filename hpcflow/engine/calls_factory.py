@@ -13,6 +13,7 @@ from hpcflow.dag.instances import TaskInstance
 from hpcflow.envs.environments import Environments, TaskEnvironment
 from hpcflow.envs.worker_code import ensure_worker_code
 from hpcflow.launchers import task_prefix
+from hpcflow.spec.models import Resources
 from hpcflow.spec.placeholders import Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
 from hpcflow.worker.calls import TaskCall, ValuesIn
@@ -30,6 +31,11 @@ class CallFactory:
     #: How MPI tasks (ranks > 1) start inside an allocation: "srun", "mpirun" or None (as is).
     mpi_launcher: str | None = None
     mpi: str = "pmix"
+    #: Starts an MPI task that fits on one worker on the worker's own node (e.g. Open
+    #: MPI's ``mpirun --mca plm isolated``; ``-n RANKS`` is added), instead of a step.
+    local_mpi_launch: list[str] | None = None
+    #: The most ranks such a task may have: one worker's slots.
+    local_mpi_ranks: int = 0
     _commands: dict[int, Template] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
@@ -47,6 +53,24 @@ class CallFactory:
     #: Tasks whose last attempt its checkpoint signal interrupted: they run again with
     #: HPCFLOW_CONTINUATION=1.
     continued: set[int] = field(default_factory=set)
+
+    def launched_locally(self, resources: Resources) -> bool:
+        """Whether an MPI task with ``resources`` starts on its worker's own node (with
+        :attr:`local_mpi_launch`), holding ``ranks`` of the worker's slots, rather than
+        as a launcher step: one node, and no more ranks than one worker's slots."""
+        return bool(
+            self.local_mpi_launch
+            and resources.ranks > 1
+            and (resources.nodes or 1) == 1
+            and resources.ranks <= self.local_mpi_ranks
+        )
+
+    def held_cpus(self, resources: Resources) -> int:
+        """The worker slots a task holds while it runs: its cpus; an MPI task started in
+        the worker's own process tree also its ranks (a step holds only its cpus there)."""
+        if self.mpi_launcher and not self.launched_locally(resources):
+            return resources.cpus
+        return max(resources.cpus, resources.ranks)
 
     def _values(self, inst: TaskInstance) -> dict[str, object]:
         values: dict[str, object] = dict(inst.params)
@@ -189,9 +213,12 @@ class CallFactory:
         prefix: list[str] = []
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
-            prefix = task_prefix(
-                self.mpi_launcher or "", resources.ranks, resources.nodes, mpi=self.mpi
-            )
+            if self.launched_locally(resources) and self.local_mpi_launch:
+                prefix = [*self.local_mpi_launch, "-n", str(resources.ranks)]
+            else:
+                prefix = task_prefix(
+                    self.mpi_launcher or "", resources.ranks, resources.nodes, mpi=self.mpi
+                )
         software = self.environment(inst)
         outer: list[str] = []
         inner: list[str] = []

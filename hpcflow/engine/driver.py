@@ -339,7 +339,7 @@ class Driver:
     def _group(self, i: int) -> GroupKey:
         inst = self.graph.instances[i]
         res = self.graph.template(inst).resources
-        cpus = res.cpus if self.factory.mpi_launcher else max(res.cpus, res.ranks)
+        cpus = self.factory.held_cpus(res)
         pool = self.pools.of_template.get(inst.spec_index) if self.pools else None
         return GroupKey(cpus, res.gpus, pool)
 

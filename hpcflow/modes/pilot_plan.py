@@ -115,6 +115,7 @@ def plan_pilot(
         memory_limit=profile.worker_memory_limit,
         launcher=profile.launcher,
         mpi=profile.mpi,
+        local_mpi_launch=list(profile.local_mpi_launch) if profile.local_mpi_launch else None,
         env=dict(profile.env),
         dashboard_address=profile.dashboard_address,
         memory_fractions=worker_memory_fractions(profile),

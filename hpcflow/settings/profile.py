@@ -228,6 +228,13 @@ class Profile(BaseModel):
         "srun", description="how ranks start inside an allocation"
     )
     mpi: SingleLine = Field("pmix", description="srun --mpi value")
+    local_mpi_launch: list[SingleLine] | None = Field(
+        None,
+        description="pilot mode: the command that starts an MPI task that fits on one "
+        "worker on that worker's own node, instead of a batch-system step (hpcflow adds "
+        "-n RANKS), e.g. [mpirun, --mca, plm, isolated] for Open MPI or [mpiexec, "
+        "-launcher, fork] for MPICH; default: every MPI task is a step",
+    )
     transport: Literal["tcp", "tls", "ucx"] = Field(
         "tls",
         description="how Dask's scheduler, driver and workers talk: tls (per-run "

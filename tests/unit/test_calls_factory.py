@@ -43,3 +43,48 @@ def test_fingerprints_do_not_depend_on_a_call_having_been_made(tmp_path: Path) -
     factory.forget(graph.instances[2])  # a failed attempt: nothing kept
     assert not factory._fingerprints
     assert factory.fingerprint(graph.instances[2]) == expected[2]
+
+
+LOCAL_MPI = """
+name: mpi
+tasks:
+  - name: small
+    resources: {ranks: 2}
+    argv: [./solver]
+  - name: wide
+    resources: {ranks: 4}
+    argv: [./solver]
+  - name: spread
+    resources: {ranks: 2, nodes: 2}
+    argv: [./solver]
+"""
+
+
+def test_an_mpi_task_that_fits_one_worker_starts_on_its_node_and_holds_its_ranks(
+    tmp_path: Path,
+) -> None:
+    """With the profile's local_mpi_launch, an MPI task of one node and at most one
+    worker's slots starts in the worker's own process tree (no batch-system step) and
+    holds a slot per rank; a wider one, or one over several nodes, is still a step that
+    holds only its cpus on the worker."""
+    graph = build_graph(
+        parse_workflow(LOCAL_MPI.lstrip(), str(tmp_path / "workflow.yaml")), check_files=False
+    )
+    factory = CallFactory(
+        graph,
+        RunPaths(tmp_path / "run"),
+        mpi_launcher="srun",
+        local_mpi_launch=["mpirun", "--mca", "plm", "isolated"],
+        local_mpi_ranks=2,
+    )
+    small, wide, spread = graph.instances
+    assert factory.call(small, 1).argv == ["mpirun", "--mca", "plm", "isolated", "-n", "2",
+                                           "./solver"]  # fmt: skip
+    for inst in (wide, spread):
+        assert factory.call(inst, 1).argv[:2] == ["srun", "--overlap"], inst.id
+    held = [factory.held_cpus(graph.template(inst).resources) for inst in graph.instances]
+    assert held == [2, 1, 1]
+    # Without the setting: every MPI task is a step.
+    plain = CallFactory(graph, RunPaths(tmp_path / "run"), mpi_launcher="srun")
+    assert plain.call(small, 1).argv[0] == "srun"
+    assert plain.held_cpus(graph.template(small).resources) == 1

@@ -63,6 +63,47 @@ tasks:
     assert (tmp_path / "allreduce.txt").read_text() == "4 10 2"
 
 
+def test_an_mpi_task_that_fits_a_worker_starts_on_its_node_without_a_step(tmp_path, slurm_env):
+    """With local_mpi_launch (Open MPI's mpirun, no daemons), a two-rank task of one node
+    runs its ranks on its worker's node, started by mpirun rather than as an srun step,
+    and they still talk MPI; a four-rank task over two nodes is still a step."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "ranks.py").write_text(
+        "import os, sys\nfrom mpi4py import MPI\ncomm = MPI.COMM_WORLD\n"
+        "total = comm.allreduce(comm.Get_rank() + 1)\n"
+        "seen = comm.gather((os.environ['SLURMD_NODENAME'],\n"
+        "                    os.environ.get('OMPI_COMM_WORLD_SIZE', 'step')))\n"
+        "if comm.Get_rank() == 0:\n"
+        "    open(sys.argv[1], 'w').write(f'{comm.Get_size()} {total} {sorted(set(seen))}')\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: mpi-local
+tasks:
+  - name: local
+    resources: {{ranks: 2, nodes: 1}}
+    argv: [{sys.executable}, ranks.py, local.txt]
+    outputs: [local.txt]
+  - name: wide
+    resources: {{ranks: 4, nodes: 2}}
+    argv: [{sys.executable}, ranks.py, wide.txt]
+    outputs: [wide.txt]
+""",
+    )
+    env = {**slurm_env, "HPCFLOW_LOCAL_MPI_LAUNCH": "[mpirun, --mca, plm, isolated]"}
+    result = run_cli(
+        ("run", str(wf), "--profile", "slurm-test", "--nodes", "2", "-q"), env, None, 240
+    )
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
+    size, total, seen = (tmp_path / "local.txt").read_text().split(" ", 2)
+    # Both ranks on one node (the worker's), started by mpirun (which sets OMPI_*).
+    assert (size, total) == ("2", "3") and re.fullmatch(r"\[\('n\d', '2'\)\]", seen), seen
+    size, total, seen = (tmp_path / "wide.txt").read_text().split(" ", 2)
+    assert (size, total) == ("4", "10") and "'step'" in seen and "'2'" not in seen, seen
+
+
 def test_gpu_tasks_see_distinct_devices(tmp_path, hpcflow_slurm):
     wf = write_workflow(
         tmp_path,
