@@ -46,7 +46,17 @@ TASK = {
 #: Profile settings of each kind: ``mpi-local`` starts each task's ranks on its worker's
 #: node with Open MPI's mpirun (no step); the others as the test profile does.
 OVERRIDES: dict[str, dict[str, object]] = {
-    "mpi-local": {"local_mpi_launch": ["mpirun", "--mca", "plm", "isolated"]},
+    "mpi-local": {
+        "local_mpi_launch": [
+            "mpirun",
+            "--mca",
+            "plm",
+            "isolated",
+            "--oversubscribe",
+            "--bind-to",
+            "none",
+        ]
+    },
 }
 
 

@@ -57,9 +57,12 @@ class CallFactory:
     def launched_locally(self, resources: Resources) -> bool:
         """Whether an MPI task with ``resources`` starts on its worker's own node (with
         :attr:`local_mpi_launch`), holding ``ranks`` of the worker's slots, rather than
-        as a launcher step: one node, and no more ranks than one worker's slots."""
+        as a launcher step: one node, and no more ranks than one worker's slots, in a
+        pilot whose workers srun started (a worker that mpirun started carries that
+        launch's variables, and an mpirun of the task's would take itself for its rank)."""
         return bool(
             self.local_mpi_launch
+            and self.mpi_launcher == "srun"
             and resources.ranks > 1
             and (resources.nodes or 1) == 1
             and resources.ranks <= self.local_mpi_ranks

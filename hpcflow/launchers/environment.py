@@ -55,11 +55,13 @@ def detect(use_mpi: bool = True) -> RankInfo:
     """Prefer mpi4py's world (when importable and larger than 1), else launcher variables."""
     if use_mpi:
         try:
+            before = set(os.environ)
             import mpi4py
 
             mpi4py.rc.finalize = False  # Open MPI 4 can hang in MPI_Finalize after a rank dies
             from mpi4py import MPI
 
+            _forget_runtime_variables(before)
             comm = MPI.COMM_WORLD
             if comm.Get_size() > 1:
                 local = comm.Split_type(MPI.COMM_TYPE_SHARED).Get_rank()
@@ -78,6 +80,37 @@ def detect(use_mpi: bool = True) -> RankInfo:
     if info is None:
         return RankInfo(0, 1, 0, socket.gethostname(), job_id())
     return info
+
+
+def _forget_runtime_variables(before: set[str]) -> None:
+    """Drop what the MPI library put in this process's environment while it initialised
+    (Open MPI: ``OMPI_MCA_ess=pmi``, ``ORTE_SCHIZO_DETECTION``...). Only this process needs
+    them; a task started from it inherits its environment, and an ``mpirun`` that sees
+    them takes itself for a rank of this launch and exits at once."""
+    # The library calls setenv(), which os.environ (a copy made at start) does not see.
+    now = _process_environment() or set(os.environ)
+    added = [name for name in now - before if name.startswith(("OMPI_", "ORTE_"))]
+    for name in added:
+        os.environ.pop(name, None)
+        os.unsetenv(name)
+    if added:
+        log.debug("dropped the MPI runtime's variables %s", ", ".join(sorted(added)))
+
+
+def _process_environment() -> set[str] | None:
+    """The names in this process's C environment (``environ``), None where unreadable."""
+    try:
+        import ctypes
+
+        environ = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+        names = set()
+        i = 0
+        while environ[i]:
+            names.add(environ[i].split(b"=", 1)[0].decode(errors="replace"))
+            i += 1
+        return names
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def allocation_layout(env: Mapping[str, str]) -> dict[str, int] | None:

@@ -232,8 +232,9 @@ class Profile(BaseModel):
         None,
         description="pilot mode: the command that starts an MPI task that fits on one "
         "worker on that worker's own node, instead of a batch-system step (hpcflow adds "
-        "-n RANKS), e.g. [mpirun, --mca, plm, isolated] for Open MPI or [mpiexec, "
-        "-launcher, fork] for MPICH; default: every MPI task is a step",
+        "-n RANKS), e.g. [mpirun, --mca, plm, isolated, --oversubscribe, --bind-to, none] "
+        "for Open MPI or [mpiexec, -launcher, fork] for MPICH; default: every MPI task is a "
+        "step",
     )
     transport: Literal["tcp", "tls", "ucx"] = Field(
         "tls",

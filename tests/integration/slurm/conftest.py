@@ -19,6 +19,7 @@ Without root or without SLURM installed the tests are skipped, unless
 
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -93,7 +94,14 @@ def hpcflow_slurm(slurm_env):
     from tests.conftest import CliResult, run_cli
 
     def run(*args, cwd=None, timeout: float = 180) -> CliResult:
-        return run_cli(args, slurm_env, cwd, timeout)
+        try:
+            return run_cli(args, slurm_env, cwd, timeout)
+        except subprocess.TimeoutExpired as exc:
+            # Say why: the logs of the run of the workflow named in the arguments.
+            workflows = [Path(a) for a in args if str(a).endswith((".yaml", ".yml"))]
+            logs = "".join(run_logs(w.parent) for w in workflows if w.is_file())
+            raise AssertionError(f"hpcflow {' '.join(map(str, args))} did not end in "
+                                 f"{timeout:.0f}s: {exc.output!r}{logs}") from None  # fmt: skip
 
     return run
 

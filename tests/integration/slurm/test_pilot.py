@@ -92,7 +92,11 @@ tasks:
     outputs: [wide.txt]
 """,
     )
-    env = {**slurm_env, "HPCFLOW_LOCAL_MPI_LAUNCH": "[mpirun, --mca, plm, isolated]"}
+    env = {
+        **slurm_env,
+        "HPCFLOW_LOCAL_MPI_LAUNCH": "[mpirun, --mca, plm, isolated, --oversubscribe, "
+        "--bind-to, none]",
+    }
     result = run_cli(
         ("run", str(wf), "--profile", "slurm-test", "--nodes", "2", "-q"), env, None, 240
     )
