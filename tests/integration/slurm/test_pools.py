@@ -398,8 +398,12 @@ tasks:
     assert [(a.number, a.pool) for a in allocations] == [
         (1, "cpu"), (2, "gpu"), (3, "cpu"), (4, "gpu"),
     ], allocations  # fmt: skip
-    # Ended by themselves (the last gpu one may be cancelled with the run's end instead).
-    assert [a.state for a in allocations[:3]] == ["completed"] * 3, allocations
+    # The head drained and ended by itself; the first gpu allocation, idle once early
+    # was done (late, of its pool, still to come), ended with the head's scheduler or
+    # was cancelled when the head ended; the continuation ended by itself.
+    states = [a.state for a in allocations]
+    assert states[0] == "completed" and states[2] == "completed", allocations
+    assert states[1] in ("completed", "cancelled"), allocations
     assert "walltime drain" in (run_dir / "driver.log").read_text()
     scripts = {n: (run_dir / "allocations" / f"{n}.sh").read_text() for n in (3, 4)}
     assert "--role head" in scripts[3] and "HPCFLOW_ALLOCATION_NUMBER=3" in scripts[3]
