@@ -13,14 +13,16 @@ from tests.conftest import status_json, write_workflow
 pytestmark = pytest.mark.slurm
 
 
-def _run_with_resubmit(wf: Path, slurm_env: dict[str, str], timeout: float):
+def _run_with_resubmit(
+    wf: Path, slurm_env: dict[str, str], timeout: float, profile: str = "slurm-test"
+):
     """``hpcflow run`` of ``wf`` on the test cluster with a 1 min walltime and
     continuation allocations allowed."""
     from tests.conftest import run_cli
 
     try:
         return run_cli(
-            ("run", str(wf), "--profile", "slurm-test", "--walltime", "1m", "-q"),
+            ("run", str(wf), "--profile", profile, "--walltime", "1m", "-q"),
             {**slurm_env, "HPCFLOW_RESUBMIT": "true"}, None, timeout,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
@@ -88,11 +90,15 @@ tasks:
     assert status["counts"] == {"quick": {"succeeded": 1}, "stubborn": {"succeeded": 1}}
 
 
-def test_a_task_warned_before_the_walltime_continues_from_its_checkpoint(tmp_path, slurm_env):
+@pytest.mark.parametrize("profile", ["slurm-test", "pbs-test"])
+def test_a_task_warned_before_the_walltime_continues_from_its_checkpoint(
+    tmp_path, slurm_env, profile
+):
     """``checkpoint: {signal: SIGUSR1, before: 45s}`` in a 1-minute allocation: the task
     is signalled, saves its count and exits; its attempt is interrupted (not failed), the
     allocation ends early, and the continuation runs it with HPCFLOW_CONTINUATION=1,
-    where it finishes from its checkpoint."""
+    where it finishes from its checkpoint. The same through the PBS front ends (qsub
+    with -l walltime)."""
     import sqlite3
 
     wf = write_workflow(
@@ -110,7 +116,7 @@ tasks:
     outputs: [out.txt]
 """,
     )
-    result = _run_with_resubmit(wf, slurm_env, timeout=300)
+    result = _run_with_resubmit(wf, slurm_env, timeout=300, profile=profile)
     assert result.returncode == 0, result.stdout + result.stderr
     words = (tmp_path / "out.txt").read_text().split()
     assert words[:2] == ["continued", "from"] and int(words[2]) > 0, words
