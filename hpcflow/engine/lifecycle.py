@@ -314,7 +314,7 @@ def _create_run_dir(
         "options": {"force": options.force, "rerun": list(options.rerun)},
         **extra,
     }
-    return make_run_dir(
+    paths = make_run_dir(
         run_dir.resolve(),
         run_id,
         str(prepared.workflow_file.resolve()),
@@ -324,6 +324,10 @@ def _create_run_dir(
         fields,
         copy=prepared.workflow_file,
     )
+    if prepared.graph.loaded.sources:
+        # The files the sweeps read may change; the run's allocations use what was read.
+        write_json_atomic(paths.sweep_sources, prepared.graph.loaded.sources)
+    return paths
 
 
 def make_run_dir(

@@ -159,7 +159,10 @@ def load_run_graph(paths: RunPaths) -> tuple[TaskGraph, dict[str, object]]:
     info = json.loads(paths.run_info.read_text(encoding="utf-8"))
     original = Path(str(info["workflow"]))
     text = paths.workflow_copy.read_text(encoding="utf-8")
-    loaded = parse_workflow(text, str(original), source=original)
+    frozen = None
+    if paths.sweep_sources.exists():
+        frozen = json.loads(paths.sweep_sources.read_text(encoding="utf-8"))
+    loaded = parse_workflow(text, str(original), source=original, frozen_sources=frozen)
     return build_graph(loaded, check_files=False), info
 
 

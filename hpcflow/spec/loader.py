@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -14,6 +14,7 @@ import pydantic
 from hpcflow.errors import SpecError, SpecProblem
 from hpcflow.spec.models import Defaults, Resources, RetryPolicy, TaskSpec, Workflow
 from hpcflow.spec.placeholders import BUILTINS, Template
+from hpcflow.spec.sources import SourceReader
 from hpcflow.spec.sweep import Sweep, parse_sweep
 from hpcflow.spec.yamlpos import Path, Positions, load_yaml
 
@@ -29,6 +30,9 @@ class LoadedWorkflow:
     source: FsPath | None
     text: str
     sweeps: dict[str, Sweep]
+    #: What the sweeps' sources (from_files, from_table) read, by ``TASK/KEY``: kept in
+    #: the run directory so that the run's allocations rebuild the same instances.
+    sources: dict[str, Any] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> FsPath:
@@ -59,9 +63,14 @@ def load_workflow(path: str | FsPath) -> LoadedWorkflow:
 
 
 def parse_workflow(
-    text: str, file: str = "<workflow>", source: FsPath | None = None
+    text: str,
+    file: str = "<workflow>",
+    source: FsPath | None = None,
+    frozen_sources: dict[str, Any] | None = None,
 ) -> LoadedWorkflow:
-    """Validate workflow ``text``; ``file`` is the name used in error messages."""
+    """Validate workflow ``text``; ``file`` is the name used in error messages. Sweep
+    sources are read relative to ``source``'s folder, or taken from ``frozen_sources``
+    (what :attr:`LoadedWorkflow.sources` recorded when the run was planned)."""
     data, positions = load_yaml(text, file)
     if not isinstance(data, dict):
         raise SpecError(
@@ -79,10 +88,12 @@ def parse_workflow(
         raise SpecError(_problems_from_pydantic(exc, positions, data)) from None
     problems: list[SpecProblem] = []
     sweeps: dict[str, Sweep] = {}
-    _check_tasks(workflow, positions, problems, sweeps)
+    base_dir = source.parent if source else FsPath.cwd()
+    reader = SourceReader(base_dir, positions, frozen_sources)
+    _check_tasks(workflow, positions, problems, sweeps, reader)
     if problems:
         raise SpecError(problems)
-    return LoadedWorkflow(workflow, positions, source, text, sweeps)
+    return LoadedWorkflow(workflow, positions, source, text, sweeps, reader.read)
 
 
 # -- pydantic errors → positioned problems ----------------------------------------------------
@@ -170,7 +181,11 @@ def _union_message(path: Path) -> str | None:
 
 
 def _check_tasks(
-    workflow: Workflow, positions: Positions, problems: list[SpecProblem], sweeps: dict[str, Sweep]
+    workflow: Workflow,
+    positions: Positions,
+    problems: list[SpecProblem],
+    sweeps: dict[str, Sweep],
+    sources: SourceReader,
 ) -> None:
     names: dict[str, int] = {}
     reported: set[tuple[Path, str]] = set()
@@ -191,7 +206,9 @@ def _check_tasks(
         where = ("tasks", i)
         swept: tuple[str, ...] = ()
         if task.foreach is not None:
-            sweep, sweep_problems = parse_sweep(task.foreach, (*where, "foreach"), positions)
+            sweep, sweep_problems = parse_sweep(
+                task.foreach, (*where, "foreach"), positions, sources, task.name
+            )
             problems.extend(sweep_problems)
             if sweep is not None:
                 sweeps[task.name] = sweep

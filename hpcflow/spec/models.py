@@ -386,7 +386,9 @@ class TaskSpec(SoftwareKeys):
     foreach: dict[str, Any] | None = Field(
         None,
         description="sweep: param → list or {range: [start, stop, step]}; "
-        "or {product: {...}, zip: {...}}",
+        "or {product: {...}, zip: {...}}; from_files: 'data/{sample}.fastq' (an instance "
+        "per matching file) and from_table: samples.tsv (per row of a CSV/TSV/JSON/YAML "
+        "sheet; {path, where, columns}) add the values they read",
     )
     params: dict[str, Scalar | list[Scalar]] = Field(
         default_factory=dict, description="constant parameters"

@@ -9,6 +9,11 @@ Forms accepted::
     foreach:
       product: {seed: [1, 2]}      # combined as a product ...
       zip: {x: [1, 2], y: [a, b]}  # ... with these, which advance together
+
+    foreach:
+      from_files: "data/{sample}.fastq"   # values read from files (hpcflow.spec.sources),
+      from_table: samples.tsv             # each source's parameters advancing together
+      seed: [1, 2]
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hpcflow.errors import SpecProblem
+from hpcflow.spec.sources import SOURCE_KEYS, SourceReader
 from hpcflow.spec.yamlpos import Path, Positions
 
 ScalarValue = str | int | float | bool
@@ -61,14 +67,32 @@ class Sweep:
 
 
 def parse_sweep(
-    raw: Any, path: Path, positions: Positions
+    raw: Any,
+    path: Path,
+    positions: Positions,
+    sources: SourceReader | None = None,
+    task: str = "",
 ) -> tuple[Sweep | None, list[SpecProblem]]:
-    """Turn the raw ``foreach`` mapping at ``path`` into a :class:`Sweep`, or problems."""
+    """Turn the raw ``foreach`` mapping at ``path`` into a :class:`Sweep`, or problems;
+    ``sources`` reads the ``from_files``/``from_table`` keys of task ``task``."""
     problems: list[SpecProblem] = []
     if not isinstance(raw, dict) or not raw:
         problems.append(positions.problem(path, "foreach must map parameter names to lists"))
         return None, problems
     groups: list[tuple[Axis, ...]] = []
+    for key in SOURCE_KEYS:
+        if key not in raw:
+            continue
+        if sources is None:
+            problems.append(positions.problem((*path, key), f"{key} is not read here", key=True))
+            continue
+        read = sources.rows(task, key, raw[key], (*path, key), problems)
+        if read is not None:
+            names, rows = read
+            groups.append(
+                tuple(Axis(name, tuple(row[i] for row in rows)) for i, name in enumerate(names))
+            )
+    raw = {key: value for key, value in raw.items() if key not in SOURCE_KEYS}
     if set(raw) & {"product", "zip"}:
         extra = set(raw) - {"product", "zip"}
         for key in sorted(extra):
@@ -95,7 +119,7 @@ def parse_sweep(
                 )
             else:
                 groups.append(tuple(zipped))
-    else:
+    elif raw:
         for axis in _axes(raw, path, positions, problems):
             groups.append((axis,))
     seen: set[str] = set()
@@ -104,7 +128,9 @@ def parse_sweep(
             if axis.name in seen:
                 problems.append(
                     positions.problem(
-                        path, f"parameter {axis.name!r} is swept twice (under product and zip)"
+                        path,
+                        f"parameter {axis.name!r} is swept twice (by two of product, zip, "
+                        "from_files, from_table)",
                     )
                 )
             seen.add(axis.name)

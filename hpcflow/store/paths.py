@@ -90,6 +90,12 @@ class RunPaths:
         return self.run_dir / "workflow.yaml"
 
     @property
+    def sweep_sources(self) -> Path:
+        """What the sweeps' from_files/from_table read when the run was planned: its
+        allocations rebuild the same instances from it."""
+        return self.run_dir / "sources.json"
+
+    @property
     def run_info(self) -> Path:
         """Who started the run, from where, with what options and walltime."""
         return self.run_dir / "run.json"
