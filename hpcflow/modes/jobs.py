@@ -288,6 +288,8 @@ class JobsFollower:
         """Submit ``job``; False when the batch system asked us to wait."""
         unit = job.unit
         job.first_attempts = [self.attempts[i] + 1 for i in unit.indices]
+        if unit.size > 1:
+            make_output_folders(self.graph, unit.indices)
         write_json_atomic(
             self.paths.job_manifest(unit.number),
             {
@@ -655,6 +657,25 @@ def job_request(
         array_parallelism=profile.array_parallelism,
         depends_on=tuple(depends),
     )
+
+
+def make_output_folders(graph: TaskGraph, indices: list[int]) -> None:
+    """Make the folders of these instances' declared outputs once, here: the elements of
+    an array start on many nodes at once, and a shared file system can answer their
+    simultaneous ``mkdir`` of one folder through different clients with EEXIST or ENOENT
+    (seen on GlusterFS). The nodes still make whatever is missing."""
+    folders = set()
+    for i in indices:
+        inst = graph.instances[i]
+        for output in inst.outputs:
+            folders.add(os.path.dirname(os.path.join(inst.workdir, output)))
+    for folder in sorted(folders):
+        if not folder:
+            continue
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            log.debug("could not make output folder %s here: %s", folder, exc)
 
 
 def render_all(

@@ -222,3 +222,28 @@ def test_an_element_that_starts_after_its_array_was_reported_ended_still_counts(
         assert sorted(r.state for r in db.tasks()) == [st.SUCCEEDED] * 3
         assert [a.state for a in db.allocations()] == ["completed"]
     assert summary.ok
+
+
+def test_an_arrays_output_folders_are_made_before_it_is_submitted(tmp_path):
+    """Made once on the submit host, not by every element at once through the nodes'
+    shared-file-system clients (GlusterFS answered such a race with EEXIST)."""
+    from hpcflow.dag.graph import build_graph
+    from hpcflow.modes.jobs import make_output_folders
+    from hpcflow.spec.loader import load_workflow
+    from tests.conftest import write_workflow
+
+    wf = write_workflow(
+        tmp_path,
+        """
+name: folders
+tasks:
+  - name: t
+    foreach: {i: [1, 2, 3]}
+    command: "true"
+    outputs: ["results/{i}/a.txt", "top.{i}.txt"]
+""",
+    )
+    graph = build_graph(load_workflow(wf), check_files=False)
+    make_output_folders(graph, [0, 1])
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["1", "2"]
+    assert not (tmp_path / "top.1.txt").exists()

@@ -253,6 +253,50 @@ tasks:
     assert "partition" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_a_sweep_over_files_runs_what_was_planned_though_files_appear(
+    tmp_path, hpcflow_slurm, slurm_cluster
+):
+    """The allocation rebuilds the run's instances from what the sweep read when the run
+    was planned (sources.json), not from the folder as it is when the nodes start."""
+    (tmp_path / "in").mkdir()
+    for name in ("a", "b"):
+        (tmp_path / "in" / f"{name}.txt").write_text(name)
+    (tmp_path / "samples.csv").write_text("sample,size\na,1\nb,2\n")
+    wf = write_workflow(
+        tmp_path,
+        """
+name: sourced
+tasks:
+  - name: copy
+    foreach: {from_files: "in/{s}.txt"}
+    command: sleep 1; cp in/{s}.txt {outputs}
+    outputs: ["out/{s}.txt"]
+  - name: label
+    foreach: {from_table: samples.csv}
+    command: echo {sample} {size} > {outputs}
+    outputs: ["labels/{sample}.txt"]
+""",
+    )
+    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--detach")
+    assert result.returncode == 0, result.output
+    # After planning, before the allocation's nodes read the workflow: more inputs.
+    (tmp_path / "in" / "c.txt").write_text("c")
+    with (tmp_path / "samples.csv").open("a") as sheet:
+        sheet.write("c,3\n")
+    (run_dir,) = (tmp_path / ".hpcflow" / "runs").iterdir()
+    deadline = time.monotonic() + 120
+    status: dict = {}
+    while time.monotonic() < deadline:
+        status = json.loads(hpcflow_slurm("status", "--json", str(run_dir)).stdout)
+        if status["status"] in ("succeeded", "failed"):
+            break
+        time.sleep(0.5)
+    assert status["status"] == "succeeded", (status, run_logs(run_dir))
+    assert status["counts"] == {"copy": {"succeeded": 2}, "label": {"succeeded": 2}}
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["a.txt", "b.txt"]
+    assert queue_drains(slurm_cluster) == []
+
+
 def test_pending_reason_in_status_and_cancel(tmp_path, slurm_env, hpcflow_slurm, slurm_cluster):
     wf = write_workflow(
         tmp_path,
