@@ -288,6 +288,10 @@ class JobsFollower:
         """Submit ``job``; False when the batch system asked us to wait."""
         unit = job.unit
         job.first_attempts = [self.attempts[i] + 1 for i in unit.indices]
+        # Made here, once: the elements only write their files into it (made by many
+        # elements at once through different shared-file-system clients, one of them was
+        # refused and the element died before it could say it had started).
+        self.paths.job_elements_dir(unit.number).mkdir(parents=True, exist_ok=True)
         if unit.size > 1:
             make_output_folders(self.graph, unit.indices)
         write_json_atomic(
