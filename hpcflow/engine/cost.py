@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hpcflow.engine.pools import assign_pools, one_pool
+from hpcflow.engine.pools import assign_pools, one_pool, pools_in_use
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.settings.profile import Profile
 
@@ -51,7 +51,7 @@ def plan_cost(prepared: PreparedRun, profile: Profile) -> PlanCost:
     pools = (
         assign_pools(graph, profile, prepared.decision.run) if profile.backend != "local" else {}
     )
-    several = [name for name in profile.pools if name in set(pools.values())]
+    several = pools_in_use(profile, pools)
     shapes = [("pilot allocation", profile)]
     if profile.mode == "pilot" and len(several) > 1:
         shapes = [(f"pilot allocation, pool {name}", profile.for_pool(name)) for name in several]

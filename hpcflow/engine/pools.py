@@ -147,6 +147,12 @@ def assign_pools(
     return chosen
 
 
+def pools_in_use(profile: Profile, chosen: dict[int, str | None]) -> list[str]:
+    """The pools that ``chosen`` (from :func:`assign_pools`) uses, in the profile's order."""
+    used = set(chosen.values())
+    return [name for name in profile.pools if name in used]
+
+
 def _definitions_to_run(graph: TaskGraph, run: list[bool] | None) -> dict[int, TaskTemplate]:
     """Task definitions with at least one instance to run (all of them without ``run``)."""
     indices = {inst.spec_index for inst in graph.instances if run is None or run[inst.index]}

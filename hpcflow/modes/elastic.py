@@ -29,7 +29,7 @@ from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.drive import drive
 from hpcflow.engine.driver import PoolPlan
 from hpcflow.engine.lifecycle import RunLife, RunSummary
-from hpcflow.engine.pools import assign_pools
+from hpcflow.engine.pools import assign_pools, pools_in_use
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import ProfileError, ResourceError
 from hpcflow.modes.elastic_cluster import ClusterFactory
@@ -89,7 +89,7 @@ def run_elastic(
         )
         run = prepared.decision.run
         chosen = assign_pools(graph, profile, run)
-        pools = [name for name in profile.pools if name in set(chosen.values())]
+        pools = pools_in_use(profile, chosen)
         if len(pools) <= 1:
             profile = profile.for_pool(pools[0] if pools else None)
         check_elastic(profile)

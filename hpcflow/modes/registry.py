@@ -79,11 +79,11 @@ def _elastic_scripts(
     graph: TaskGraph, profile: Profile, paths: RunPaths, run_id: str
 ) -> Iterator[tuple[str | None, str]]:
     """Elastic mode's worker job: one per pool when the tasks need several."""
-    from hpcflow.engine.pools import assign_pools
+    from hpcflow.engine.pools import assign_pools, pools_in_use
     from hpcflow.modes.elastic_plan import plan_elastic
 
     chosen = assign_pools(graph, profile)
-    pools = [name for name in profile.pools if name in set(chosen.values())]
+    pools = pools_in_use(profile, chosen)
     if len(pools) <= 1:
         shaped = profile.for_pool(pools[0] if pools else None)
         plan = plan_elastic(
