@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,16 +11,19 @@ from typing import Any
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths, StateRoot
 from hpcflow.store.process import ProcessIdentity
-from hpcflow.store.registry import list_runs
+from hpcflow.store.registry import RegisteredRun, list_runs
 from hpcflow.store.statedb import StateDB
 from hpcflow.store.states import RunStatus
+
+log = logging.getLogger(__name__)
 
 
 def find_run(ref: str | None) -> RunPaths:
     """A run by directory path, by run id (or unique prefix), or the latest one.
 
     ``latest`` (or no reference at all) names the most recent run of the workflows in
-    the current folder, or, when there is none, the user's most recent run anywhere.
+    the current folder (:func:`latest_run_in`), or, when there is none, the user's most
+    recent run anywhere, with a warning that names it.
     """
     if ref == "latest":
         ref = None
@@ -33,15 +37,48 @@ def find_run(ref: str | None) -> RunPaths:
         if len(matches) > 1:
             raise RunError(f"{ref!r} matches {len(matches)} runs", hint="give more of the run id")
         raise RunError(f"no run {ref!r}", hint="`hpcflow runs` lists the known runs")
-    here = StateRoot.in_folder(Path.cwd()).runs
-    if here.is_dir():  # run ids start with their time: the last in name order is newest
-        local = sorted(p.name for p in here.iterdir() if RunPaths(here / p.name).state_db.exists())
-        if local:
-            return RunPaths((here / local[-1]).resolve())
-    runs = [r for r in list_runs() if RunPaths(r.run_dir).state_db.exists()]
+    cwd = Path.cwd().resolve()
+    registered = list_runs()
+    here = latest_run_in(cwd, registered)
+    if here is not None:
+        return RunPaths(here)
+    runs = [r for r in registered if RunPaths(r.run_dir).state_db.exists()]
     if not runs:
         raise RunError("no runs yet", hint="start one with `hpcflow run WORKFLOW.yaml`")
-    return RunPaths(runs[-1].run_dir)
+    latest = runs[-1]
+    log.warning(
+        "no run of a workflow in %s: using your latest run anywhere, %s (%s); "
+        "pass RUN to choose another (`hpcflow runs` lists them)",
+        cwd,
+        latest.run_id,
+        latest.workflow,
+    )
+    return RunPaths(latest.run_dir)
+
+
+def latest_run_in(folder: Path, registered: list[RegisteredRun]) -> Path | None:
+    """The directory of the newest run of the workflows in ``folder`` (resolved): those
+    in its ``.hpcflow/runs/`` (hpcflow's and Snakemake's) and those of a workflow file in
+    it kept elsewhere (``--run-dir``); where it has none, of the workflows in its
+    subfolders (a project's root); None if neither has one."""
+    own: dict[Path, str] = {}  # run directory -> run id, which starts with its time
+    runs = StateRoot.in_folder(folder).runs
+    if runs.is_dir():
+        for child in runs.iterdir():
+            if RunPaths(child).state_db.exists():
+                own[child.resolve()] = child.name
+    below: list[RegisteredRun] = []
+    for run in registered:
+        if not RunPaths(run.run_dir).state_db.exists():
+            continue
+        workflow = Path(run.workflow)
+        if workflow.parent == folder:
+            own[run.run_dir.resolve()] = run.run_id
+        elif folder in workflow.parents:
+            below.append(run)
+    if own:
+        return max(own, key=lambda run_dir: own[run_dir])
+    return below[-1].run_dir.resolve() if below else None
 
 
 @dataclass(frozen=True)
@@ -89,7 +126,6 @@ def fresh_allocations(rows: list[Any]) -> list[Any]:
     """``rows`` with the batch system's word on the unfinished ones (one query per
     backend). Only shown: the run's files belong to its driver and submitting process."""
     import dataclasses
-    import logging
 
     from hpcflow.backends.base import AllocationState
     from hpcflow.backends.registry import get_backend
@@ -104,7 +140,7 @@ def fresh_allocations(rows: list[Any]) -> list[Any]:
         try:
             fresh.update(get_backend(backend_name).poll(ids))
         except (HpcflowError, OSError) as exc:
-            logging.getLogger(__name__).warning("could not refresh allocation states: %s", exc)
+            log.warning("could not refresh allocation states: %s", exc)
     out = []
     for row in rows:
         found = fresh.get(row.native_id)

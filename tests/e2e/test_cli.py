@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 from tests.conftest import write_workflow
 
@@ -92,8 +93,8 @@ def test_a_dry_run_writes_nothing(tmp_path, hpcflow):
 
 def test_status_and_report_default_to_the_latest_run_in_this_folder(tmp_path, env, hpcflow):
     """Without RUN, status and report take the newest run of the workflows in the current
-    folder (not a newer one of the same user elsewhere); where the folder has none, the
-    user's newest run anywhere."""
+    folder (not a newer one of the same user elsewhere); where the folder has none, of
+    those in its subfolders; else the user's newest run anywhere, with a warning."""
     from tests.conftest import run_cli
 
     dirs = {}
@@ -113,3 +114,31 @@ def test_status_and_report_default_to_the_latest_run_in_this_folder(tmp_path, en
     elsewhere.mkdir()
     status = run_cli(("status", "--json"), env, elsewhere)
     assert json.loads(status.stdout)["run_dir"] == str(dirs["b"].resolve())
+    # ... and says so, naming the run it took and how to choose another.
+    assert f"no run of a workflow in {elsewhere.resolve()}" in status.stderr, status.stderr
+    assert dirs["b"].name in status.stderr and "pass RUN" in status.stderr, status.stderr
+    here = run_cli(("status", "--json"), env, tmp_path / "a")
+    assert here.stderr == "", here.stderr
+    # A folder with none of its own takes those of the workflows in its subfolders.
+    above = run_cli(("status", "--json"), env, tmp_path)
+    assert above.stderr == "" and json.loads(above.stdout)["run_dir"] == str(dirs["b"].resolve())
+
+
+def test_the_latest_run_in_this_folder_includes_runs_kept_elsewhere(tmp_path, env, hpcflow):
+    """A run of a workflow file in the current folder whose directory is elsewhere
+    (--run-dir) is one of this folder's runs."""
+    from tests.conftest import run_cli
+
+    here, other = tmp_path / "here", tmp_path / "other"
+    for folder in (here, other):
+        folder.mkdir()
+        (folder / "workflow.yaml").write_text("name: w\ntasks:\n  - name: t\n    command: 'true'\n")
+    kept = tmp_path / "scratch" / "my-run"
+    assert hpcflow("run", str(here / "workflow.yaml"), "--run-dir", str(kept), "-q").returncode == 0
+    time.sleep(1.1)  # run ids start with their second
+    assert hpcflow("run", str(other / "workflow.yaml"), "-q").returncode == 0
+    status = run_cli(("status", "--json"), env, here)
+    assert status.returncode == 0 and status.stderr == "", status.output
+    assert json.loads(status.stdout)["run_dir"] == str(kept.resolve())
+    logs = run_cli(("logs", "latest"), env, here)
+    assert logs.returncode == 0 and json.loads(status.stdout)["run_id"] in logs.stdout
