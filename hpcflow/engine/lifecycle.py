@@ -327,6 +327,8 @@ def _create_run_dir(
     if prepared.graph.loaded.sources:
         # The files the sweeps read may change; the run's allocations use what was read.
         write_json_atomic(paths.sweep_sources, prepared.graph.loaded.sources)
+    if prepared.graph.loaded.included:
+        write_json_atomic(paths.included_files, prepared.graph.loaded.included)
     return paths
 
 

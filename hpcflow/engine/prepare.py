@@ -162,7 +162,12 @@ def load_run_graph(paths: RunPaths) -> tuple[TaskGraph, dict[str, object]]:
     frozen = None
     if paths.sweep_sources.exists():
         frozen = json.loads(paths.sweep_sources.read_text(encoding="utf-8"))
-    loaded = parse_workflow(text, str(original), source=original, frozen_sources=frozen)
+    included = None
+    if paths.included_files.exists():
+        included = json.loads(paths.included_files.read_text(encoding="utf-8"))
+    loaded = parse_workflow(
+        text, str(original), source=original, frozen_sources=frozen, frozen_includes=included
+    )
     return build_graph(loaded, check_files=False), info
 
 

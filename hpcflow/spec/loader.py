@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any
 
-import pydantic
-
 from hpcflow.errors import SpecError, SpecProblem
-from hpcflow.spec.models import Defaults, Resources, RetryPolicy, TaskSpec, Workflow
+from hpcflow.spec.includes import IncludeReader, expand_includes
+from hpcflow.spec.models import TaskSpec, Workflow
 from hpcflow.spec.placeholders import BUILTINS, Template
 from hpcflow.spec.sources import SourceReader
 from hpcflow.spec.sweep import Sweep, parse_sweep
+from hpcflow.spec.validation import validate_workflow
 from hpcflow.spec.yamlpos import Path, Positions, load_yaml
 
 _CALLABLE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
@@ -33,6 +33,8 @@ class LoadedWorkflow:
     #: What the sweeps' sources (from_files, from_table) read, by ``TASK/KEY``: kept in
     #: the run directory so that the run's allocations rebuild the same instances.
     sources: dict[str, Any] = field(default_factory=dict)
+    #: The included workflow files' texts, by resolved path (kept in the run directory).
+    included: dict[str, str] = field(default_factory=dict)
 
     @property
     def base_dir(self) -> FsPath:
@@ -67,10 +69,12 @@ def parse_workflow(
     file: str = "<workflow>",
     source: FsPath | None = None,
     frozen_sources: dict[str, Any] | None = None,
+    frozen_includes: dict[str, str] | None = None,
 ) -> LoadedWorkflow:
     """Validate workflow ``text``; ``file`` is the name used in error messages. Sweep
-    sources are read relative to ``source``'s folder, or taken from ``frozen_sources``
-    (what :attr:`LoadedWorkflow.sources` recorded when the run was planned)."""
+    sources and included files are read relative to ``source``'s folder, or taken from
+    ``frozen_sources`` and ``frozen_includes`` (what :attr:`LoadedWorkflow.sources` and
+    :attr:`LoadedWorkflow.included` recorded when the run was planned)."""
     data, positions = load_yaml(text, file)
     if not isinstance(data, dict):
         raise SpecError(
@@ -82,99 +86,17 @@ def parse_workflow(
                 )
             ]
         )
-    try:
-        workflow = Workflow.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise SpecError(_problems_from_pydantic(exc, positions, data)) from None
+    base_dir = source.parent if source else FsPath.cwd()
+    includes = IncludeReader(frozen_includes)
+    expand_includes(data, positions, base_dir, includes, (source,) if source else ())
+    workflow = validate_workflow(data, positions)
     problems: list[SpecProblem] = []
     sweeps: dict[str, Sweep] = {}
-    base_dir = source.parent if source else FsPath.cwd()
     reader = SourceReader(base_dir, positions, frozen_sources)
     _check_tasks(workflow, positions, problems, sweeps, reader)
     if problems:
         raise SpecError(problems)
-    return LoadedWorkflow(workflow, positions, source, text, sweeps, reader.read)
-
-
-# -- pydantic errors → positioned problems ----------------------------------------------------
-
-_FIELDS_BY_CONTEXT: dict[str, type[pydantic.BaseModel]] = {
-    "workflow": Workflow,
-    "defaults": Defaults,
-    "task": TaskSpec,
-    "resources": Resources,
-    "retries": RetryPolicy,
-}
-
-
-def _context(path: Path) -> str | None:
-    if path == ():
-        return "workflow"
-    if path == ("defaults",):
-        return "defaults"
-    if len(path) == 2 and path[0] == "tasks" and isinstance(path[1], int):
-        return "task"
-    if path and path[-1] in ("resources", "retries"):
-        return str(path[-1])
-    return None
-
-
-def _document_path(loc: tuple[Any, ...], positions: Positions) -> Path:
-    """Trim pydantic's location (which may name union members) to a path in the document."""
-    path: Path = ()
-    for part in loc:
-        candidate = (*path, part)
-        if candidate in positions.values:
-            path = candidate
-        else:
-            break
-    return path
-
-
-def _problems_from_pydantic(
-    exc: pydantic.ValidationError, positions: Positions, data: Any
-) -> list[SpecProblem]:
-    problems: list[SpecProblem] = []
-    seen: set[Path] = set()
-    for error in exc.errors():
-        loc = tuple(error["loc"])
-        kind = error["type"]
-        if kind == "extra_forbidden":
-            path = _document_path(loc, positions)
-            key = str(loc[-1])
-            parent = path[:-1]
-            model = _FIELDS_BY_CONTEXT.get(_context(parent) or "")
-            allowed = sorted(model.model_fields) if model else []
-            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            hint = (
-                f"did you mean {close[0]!r}?"
-                if close
-                else (f"allowed keys: {', '.join(allowed)}" if allowed else None)
-            )
-            problems.append(positions.problem(path, f"unknown key {key!r}", hint=hint, key=True))
-            continue
-        if kind == "missing":
-            path = _document_path(loc[:-1], positions)
-            if path in seen:
-                continue
-            problems.append(positions.problem(path, f"missing required key {loc[-1]!r}"))
-            continue
-        path = _document_path(loc, positions)
-        if path in seen:
-            continue
-        seen.add(path)
-        message = str(error["msg"]).removeprefix("Value error, ")
-        if len(path) < len(loc) and kind not in ("value_error",):
-            # A union failed on every member: say what is accepted instead of each failure.
-            message = _union_message(path) or message
-        problems.append(positions.problem(path, message))
-    return problems or [positions.problem((), str(exc))]
-
-
-def _union_message(path: Path) -> str | None:
-    if len(path) >= 2 and path[-2] == "params":
-        return "a parameter must be text, a number, true/false, or a list of those"
-    return None
+    return LoadedWorkflow(workflow, positions, source, text, sweeps, reader.read, includes.read)
 
 
 # -- whole-document checks ------------------------------------------------------------------

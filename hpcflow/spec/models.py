@@ -438,6 +438,56 @@ class TaskSpec(SoftwareKeys):
         return "python"
 
 
+#: An include's name: its tasks are named ``NAME.TASK``.
+Namespace = Annotated[
+    str,
+    _matching(
+        r"[A-Za-z][A-Za-z0-9_-]{0,63}",
+        "an include name: a letter, then letters, digits, '_' or '-' (no '.')",
+    ),
+]
+
+
+class Include(_Model):
+    """Another workflow file whose tasks join this workflow, named ``NAME.TASK``."""
+
+    file: str = Field(
+        min_length=1,
+        description="the workflow file, or a folder with a workflow.yaml, relative to this file",
+    )
+    params: dict[str, Scalar | list[Scalar]] = Field(
+        default_factory=dict,
+        description="values of parameters its tasks use: they replace the values its tasks "
+        "give, and fill in {placeholders} its tasks leave open",
+    )
+
+
+def _include_from_file(value: Any) -> Any:
+    return {"file": value} if isinstance(value, str) else value
+
+
+IncludeEntry = Annotated[
+    Include,
+    BeforeValidator(_include_from_file),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "string", "description": "the workflow file or folder"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "file": {"type": "string"},
+                        "params": {"type": "object"},
+                    },
+                    "required": ["file"],
+                    "additionalProperties": False,
+                },
+            ]
+        }
+    ),
+]
+
+
 class Workflow(_Model):
     """A whole workflow file."""
 
@@ -447,4 +497,9 @@ class Workflow(_Model):
         None, description="directory tasks run in, relative to this file (default: its folder)"
     )
     defaults: Defaults = Field(default_factory=lambda: Defaults.model_validate({}))
+    include: dict[Namespace, IncludeEntry] = Field(
+        default_factory=dict,
+        description="other workflow files whose tasks join this one: NAME → file (or "
+        "{file, params}); their tasks are named NAME.TASK",
+    )
     tasks: list[TaskSpec] = Field(min_length=1)

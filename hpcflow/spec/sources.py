@@ -233,7 +233,7 @@ class SourceReader:
         if table is None:
             # Say which task reads the table, with its line in the workflow.
             line, _ = self.positions.locate(at)
-            read_by = f"read by {format_path(where)} ({self.positions.file}:{line})"
+            read_by = f"read by {format_path(where)} ({self.positions.file_for(at)}:{line})"
             problems[before:] = [
                 replace(p, hint=f"{p.hint}; {read_by}" if p.hint else read_by)
                 for p in problems[before:]

@@ -22,29 +22,66 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Positions:
-    """Where each path of a loaded document is, 1-based (line, column)."""
+    """Where each path of a loaded document is, 1-based (line, column).
+
+    A document assembled from several files (a workflow with includes) keeps, in
+    ``origins``, the file each grafted part came from; every other path is in ``file``.
+    """
 
     file: str
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
+    origins: dict[Path, tuple[str, Path]] = field(default_factory=dict)
 
     def locate(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of ``path`` (its key if ``key``), or of its nearest known parent."""
+        return self._find(path, key)[1]
+
+    def _find(self, path: Path, key: bool) -> tuple[Path, tuple[int | None, int | None]]:
         table = self.keys if key else self.values
         probe = tuple(path)
         while probe:
             if probe in table:
-                return table[probe]
+                return probe, table[probe]
             if probe in self.values:
-                return self.values[probe]
+                return probe, self.values[probe]
             probe = probe[:-1]
-        return self.values.get((), (None, None))
+        return (), self.values.get((), (None, None))
+
+    def origin(self, path: Path) -> tuple[str, Path]:
+        """The file ``path`` was read from, and its path in that file."""
+        probe = tuple(path)
+        while probe:
+            found = self.origins.get(probe)
+            if found is not None:
+                return found[0], (*found[1], *path[len(probe) :])
+            probe = probe[:-1]
+        return self.file, tuple(path)
+
+    def file_for(self, path: Path) -> str:
+        """The file ``path`` was read from."""
+        return self.origin(path)[0]
+
+    def graft(self, at: Path, other: Positions, their: Path) -> None:
+        """Take ``other``'s positions of the part at ``their`` as those of ``at`` here
+        (the part was copied there, e.g. an included file's task)."""
+        size = len(their)
+        for theirs, mine in ((other.values, self.values), (other.keys, self.keys)):
+            for path, mark in list(theirs.items()):
+                if path[:size] == their:
+                    mine[at + path[size:]] = mark
+        for path, found in list(other.origins.items()):
+            if len(path) > size and path[:size] == their:
+                self.origins[at + path[size:]] = found
+        self.origins[at] = other.origin(their)
 
     def problem(
         self, path: Path, message: str, *, hint: str | None = None, key: bool = False
     ) -> SpecProblem:
-        line, column = self.locate(path, key=key)
-        return SpecProblem(self.file, line, column, format_path(path), message, hint)
+        found, (line, column) = self._find(path, key)
+        file, _ = self.origin(found)
+        _, shown = self.origin(path)
+        return SpecProblem(file, line, column, format_path(shown), message, hint)
 
 
 def format_path(path: Path) -> str:

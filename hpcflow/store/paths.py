@@ -96,6 +96,12 @@ class RunPaths:
         return self.run_dir / "sources.json"
 
     @property
+    def included_files(self) -> Path:
+        """The texts of the workflow's included files when the run was planned, by
+        resolved path: its allocations read these, not files that may have changed."""
+        return self.run_dir / "includes.json"
+
+    @property
     def run_info(self) -> Path:
         """Who started the run, from where, with what options and walltime."""
         return self.run_dir / "run.json"

@@ -73,6 +73,8 @@ def _file_names() -> set[str]:
 ALLOWED = {
     # The user's project: ``hpcflow init`` writes its workflow.yaml, not a run's copy.
     ("hpcflow/cli/init.py", "workflow.yaml"),
+    # The file an included folder holds: the user's, not a run's copy.
+    ("hpcflow/spec/includes.py", "workflow.yaml"),
 }
 #: Modules under rewrite in their own change (issue 16): they are to take ``job.sh`` and
 #: ``scheduler.json`` from RunPaths (worker_job_script, scheduler_address). Remove each
