@@ -134,12 +134,75 @@ def failures_renderable(paths: RunPaths, rows: list[st.TaskRow], limit: int = 10
     return Group(*parts)
 
 
-def short_path(path: str, width: int) -> str:
-    """``path`` for a narrow column: the home folder as ``~``, and when still longer than
-    ``width``, its end (the file name matters most) after an ellipsis."""
+def tilde(path: str) -> str:
+    """``path`` with the home folder as ``~``."""
     home = str(Path.home())
     if home != "/" and (path == home or path.startswith(home + "/")):
-        path = "~" + path[len(home) :]
+        return "~" + path[len(home) :]
+    return path
+
+
+def short_path(path: str, width: int) -> str:
+    """``path`` for a column ``width`` wide: the home folder as ``~``, and when still
+    longer, its middle left out: its first folder, ``…``, then as much of its end (the
+    file name and the folders above it) as fits; only the end where even that is too long.
+    """
+    path = tilde(path)
     if len(path) <= width:
         return path
-    return "…" + path[len(path) - max(1, width - 1) :]
+    parts = path.split("/")
+    head = "/".join(parts[: 2 if parts[0] == "" else 1]) + "/"  # "/scratch/", "~/"
+    end = width - len(head) - 1
+    if len(parts) > 2 and end > len(parts[-1]):  # the file name and its slash at least
+        return head + "…" + path[len(path) - end :]
+    return "…" + path[len(path) - max(0, width - 1) :]
+
+
+def fit_columns(
+    width: int,
+    natural: list[int],
+    minimum: list[int],
+    *,
+    shrink: tuple[int, ...] = (),
+    drop: tuple[int, ...] = (),
+) -> list[int | None]:
+    """The widths of a table's columns in a terminal ``width`` wide (None: left out).
+
+    Each column has its ``natural`` width (its widest cell or heading) unless the table
+    is then too wide: the columns in ``shrink`` narrow, in that order, down to their
+    ``minimum`` (a path loses its middle, a description wraps), and where that is not
+    enough the columns in ``drop`` are left out, in that order, before shrinking again.
+    No column narrows further: a table that still cannot fit is as wide as its columns
+    need (:func:`fitted_table`; the terminal wraps its lines, no id is cut).
+    """
+    for left_out in range(len(drop) + 1):
+        widths: list[int | None] = [
+            None if k in drop[:left_out] else w for k, w in enumerate(natural)
+        ]
+        for k in shrink:
+            over = table_width(widths) - width
+            current = widths[k]
+            if over > 0 and current is not None:
+                widths[k] = max(minimum[k], current - over)
+        if table_width(widths) <= width:
+            break
+    return widths
+
+
+def table_width(widths: list[int | None]) -> int:
+    """How wide a table of columns so wide is (None: left out); they are two apart."""
+    shown = [w for w in widths if w is not None]
+    return sum(shown) + 2 * (len(shown) - 1)
+
+
+def fitted_table(
+    widths: list[int | None], heads: tuple[str, ...], wrap: tuple[str, ...] = ()
+) -> Table:
+    """A borderless table of the columns :func:`fit_columns` kept, each its width; the
+    columns named in ``wrap`` wrap their text, the others never do. Print it with
+    ``crop=False``: it is as wide as its columns, even where the terminal is narrower."""
+    table = Table(box=None, pad_edge=False, width=table_width(widths))
+    for head, w in zip(heads, widths, strict=True):
+        if w is not None:
+            table.add_column(head, width=w, no_wrap=head not in wrap, overflow="fold")
+    return table

@@ -29,9 +29,9 @@ def list_command(show_all: bool, as_json: bool) -> None:
     ~/.config/hpcflow/profiles, then the profiles shipped with hpcflow.
     """
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
+    from hpcflow.cli.console import fit_columns, fitted_table, short_path, tilde
     from hpcflow.errors import ProfileError
     from hpcflow.settings import list_profiles, load_profile
 
@@ -58,43 +58,42 @@ def list_command(show_all: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    # Names and where each came from never wrap (a shipped profile says only that); a
-    # path too long keeps its end; descriptions wrap in what is left.
+    # Names, backends and modes never wrap; descriptions wrap, and a path too long loses
+    # its middle. Where that is not enough, where each came from is left out, then the
+    # modes, then the backends (`profiles show NAME` has them all).
     console = Console(soft_wrap=False)
-    table = Table(box=None, pad_edge=False)
-    for column in ("name", "backend", "mode", "description", "from"):
-        table.add_column(
-            column,
-            style="bold" if column == "name" else None,
-            no_wrap=column != "description",
-            overflow="fold" if column == "description" else "ellipsis",
-            ratio=1 if column == "description" else None,
-        )
-    for row in rows:
-        name = row["name"] + (" (hidden)" if row["shadowed"] else "")
-        about = (
-            Text(f"invalid: {row['error']}", style="red")
-            if row["error"]
-            else Text(row["description"] or "")
-        )
-        table.add_row(
-            Text(name),
-            Text(row["backend"] or "?"),
-            Text(row["mode"] or "?"),
-            about,
-            Text(_origin(row["origin"], str(row["location"]), console.width // 3)),
-        )
-    console.print(table)
+    cells = [
+        [
+            row["name"] + (" (hidden)" if row["shadowed"] else ""),
+            row["backend"] or "?",
+            row["mode"] or "?",
+            f"invalid: {row['error']}" if row["error"] else row["description"] or "",
+            "shipped" if row["origin"] == "shipped" else f"{row['origin']}: ",
+            tilde(str(row["location"])),
+        ]
+        for row in rows
+    ]
+    natural = [max([len(head), *(len(c[k]) for c in cells)]) for k, head in enumerate(HEADS)]
+    natural[4] = max([len(HEADS[4]), *(len(c[4] + c[5]) for c in cells if c[4] != "shipped")])
+    labels = max((len(c[4]) for c in cells if c[4] != "shipped"), default=0)
+    minimum = [*natural[:3], min(natural[3], 20), min(natural[4], labels + 16)]
+    widths = fit_columns(console.width, natural, minimum, shrink=(4, 3), drop=(4, 2, 1))
+    table = fitted_table(widths, HEADS, wrap=("description",))
+    room = widths[4] or natural[4]
+    for row, cell in zip(rows, cells, strict=True):
+        origin = cell.pop()
+        if cell[4] != "shipped":
+            cell[4] += short_path(origin, room - len(cell[4]))
+        texts = [Text(c) for c in cell]
+        texts[0].stylize("bold")
+        if row["error"]:
+            texts[3].stylize("red")
+        table.add_row(*(t for t, w in zip(texts, widths, strict=True) if w is not None))
+    console.print(table, crop=False)
 
 
-def _origin(origin: str, location: str, width: int) -> str:
-    """Where a profile came from, short: ``shipped``, or the search step and its file
-    (``~`` for the home folder, the file's end when long)."""
-    from hpcflow.cli.console import short_path
-
-    if origin == "shipped":
-        return "shipped"
-    return f"{origin}: {short_path(location, max(12, width - len(origin) - 2))}"
+#: The columns of `hpcflow profiles list`.
+HEADS = ("name", "backend", "mode", "description", "from")
 
 
 def _parse_set(

@@ -12,17 +12,16 @@ import click
 def command(last: int) -> None:
     """List known runs with their status."""
     from rich.console import Console
-    from rich.table import Table
 
     from hpcflow.cli._common import read_run
-    from hpcflow.cli.console import short_path
+    from hpcflow.cli.console import fit_columns, fitted_table, short_path, tilde
     from hpcflow.errors import RunError
     from hpcflow.store.paths import RunPaths
     from hpcflow.store.registry import list_runs
 
     console = Console()
     cells: list[list[str]] = []
-    workflows: list[tuple[str, str]] = []
+    workflows: list[tuple[str, str]] = []  # the path (~ for the home folder), the engine
     for entry in list_runs()[-last:]:
         try:
             view = read_run(RunPaths(entry.run_dir))
@@ -31,20 +30,30 @@ def command(last: int) -> None:
         total = sum(sum(c.values()) for c in view.counts.values())
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started))
         cells.append([entry.run_id, started, str(view.status), str(total)])
-        workflows.append((entry.workflow, engine_note(view.meta)))
-    # Ids, dates and paths never wrap: a path too long for what is left keeps its end.
-    widths = [max([len(head), *(len(row[k]) for row in cells)]) for k, head in enumerate(HEADS[:4])]
-    room = max(20, console.width - sum(w + 2 for w in widths) - 1)
-    table = Table(box=None, pad_edge=False)
-    for column in HEADS:
-        table.add_column(column, no_wrap=True)
-    for row, (workflow, note) in zip(cells, workflows, strict=True):
-        table.add_row(*row, short_path(workflow, room - len(note)) + note)
-    console.print(table)
+        workflows.append((tilde(entry.workflow), engine_note(view.meta)))
+    # Ids, dates and statuses never wrap: a path too long loses its middle; where that is
+    # not enough the task counts, then the start times, then the paths are left out.
+    natural = [
+        max([len(head), *(len(row[k]) for row in cells)]) for k, head in enumerate(HEADS[:4])
+    ]
+    natural.append(max([len(HEADS[4]), *(len(path + note) for path, note in workflows)]))
+    notes = max((len(note) for _, note in workflows), default=0)
+    minimum = [*natural[:4], min(natural[4], PATH_ROOM + notes)]
+    widths = fit_columns(console.width, natural, minimum, shrink=(4,), drop=(3, 1, 4))
+    table = fitted_table(widths, HEADS)
+    room = widths[4] or natural[4]
+    for row, (path, note) in zip(cells, workflows, strict=True):
+        row.append(short_path(path, room - len(note)) + note)
+        table.add_row(*(cell for cell, w in zip(row, widths, strict=True) if w is not None))
+    console.print(table, crop=False)
 
 
 #: The columns of `hpcflow runs`.
 HEADS = ("run", "started", "status", "tasks", "workflow")
+
+#: The least room a workflow's path is given (``~/…/sweep/workflow.yaml`` is 23 wide):
+#: where the terminal is too narrow for it, other columns are left out, then the paths.
+PATH_ROOM = 22
 
 
 def engine_note(meta: dict[str, object]) -> str:

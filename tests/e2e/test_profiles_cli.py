@@ -170,3 +170,49 @@ def test_list_and_runs_fit_80_columns(hpcflow, env, user_profiles, tmp_path):
     assert all(len(line) <= 80 for line in lines), lines
     assert len(lines) == 2 and lines[1].startswith(run_dir.name + " ")
     assert "…" in lines[1] and lines[1].rstrip().endswith("-/workflow.yaml"), lines
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_narrow_terminals_drop_columns_never_cut_names_ids_or_paths(
+    hpcflow, env, user_profiles, tmp_path, columns
+):
+    """In a narrow terminal no line is wider than it, profile names, backends, modes, run
+    ids and statuses stay whole, descriptions wrap, paths lose their middle (the home
+    folder is ~), and the least useful columns are left out when that is not enough."""
+    import sqlite3
+
+    env["COLUMNS"] = str(columns)
+    name = "a-very-long-profile-name-for-my-site"
+    about = "my site, with a description long enough that it has to wrap somewhere"
+    (user_profiles / f"{name}.yaml").write_text(f"description: {about}\nbackend: slurm\n")
+    listed = hpcflow("profiles", "list").stdout.splitlines()
+    assert all(len(line) <= columns for line in listed), listed
+    heads = listed[0].split()
+    assert heads[0] == "name" and heads[-1] == "description", listed  # "from" left out
+    if columns == 80:
+        assert heads == ["name", "backend", "mode", "description"], listed
+        mine = next(line for line in listed if line.startswith(name + " "))
+        assert mine.split()[1:3] == ["slurm", "pilot"], mine
+    assert any(line.startswith(name + " ") for line in listed), listed
+    words = " ".join(listed).split()
+    assert all(word in words for word in about.split()), listed  # wrapped, whole
+    folder = tmp_path / "home" / "projects" / ("long-folder-name-" * 3) / "sweep"
+    folder.mkdir(parents=True)
+    wf = folder / "workflow.yaml"
+    wf.write_text("name: w\ntasks:\n  - name: t\n    command: 'true'\n")
+    assert hpcflow("run", str(wf), "-q").returncode == 0
+    assert hpcflow("run", str(wf), "-q", "--force").returncode == 0
+    first, second = sorted((folder / ".hpcflow" / "runs").iterdir())
+    with sqlite3.connect(first / "state.sqlite") as db:  # as a killed driver leaves it
+        db.execute("UPDATE meta SET value = '\"interrupted\"' WHERE key = 'status'")
+    lines = hpcflow("runs").stdout.splitlines()
+    assert all(len(line) <= columns for line in lines), lines
+    if columns == 80:  # the task counts go first, then the start times
+        assert lines[0].split() == ["run", "started", "status", "workflow"], lines
+    else:
+        assert lines[0].split() == ["run", "status", "workflow"], lines
+    for run_dir, status in ((first, "interrupted"), (second, "succeeded")):
+        row = next(line for line in lines if line.startswith(run_dir.name + " "))
+        assert status in row.split(), row
+        assert row.rstrip().endswith("/sweep/workflow.yaml"), row
+        assert " ~/" in row and "…" in row, row
