@@ -61,19 +61,23 @@ def latest_run_in(folder: Path, registered: list[RegisteredRun]) -> Path | None:
     in its ``.hpcflow/runs/`` (hpcflow's and Snakemake's) and those of a workflow file in
     it kept elsewhere (``--run-dir``); where it has none, of the workflows in its
     subfolders (a project's root); None if neither has one."""
-    own: dict[Path, str] = {}  # run directory -> run id, which starts with its time
+    # Newest by the second in the run id, then by the start the index has (runs of
+    # the same second); a run the index lacks is then the oldest of its second.
+    started = {run.run_dir.resolve(): run.started for run in registered}
+    own: dict[Path, tuple[str, float]] = {}
     runs = StateRoot.in_folder(folder).runs
     if runs.is_dir():
         for child in runs.iterdir():
             if RunPaths(child).state_db.exists():
-                own[child.resolve()] = child.name
+                run_dir = child.resolve()
+                own[run_dir] = (child.name[:15], started.get(run_dir, 0.0))
     below: list[RegisteredRun] = []
     for run in registered:
         if not RunPaths(run.run_dir).state_db.exists():
             continue
         workflow = Path(run.workflow)
         if workflow.parent == folder:
-            own[run.run_dir.resolve()] = run.run_id
+            own[run.run_dir.resolve()] = (run.run_id[:15], run.started)
         elif folder in workflow.parents:
             below.append(run)
     if own:

@@ -1,4 +1,5 @@
-"""Fitting CLI tables to the terminal: paths that lose their middle, columns left out."""
+"""CLI helpers: tables that fit the terminal (paths that lose their middle, columns left
+out), the latest run of a folder."""
 
 from __future__ import annotations
 
@@ -37,3 +38,21 @@ def test_fit_columns_shrinks_then_drops_in_order():
     assert at_40 == [22, None, 9, None, None]
     # Nothing left to leave out: as wide as the columns that are never cut.
     assert table_width(fit_columns(20, natural, minimum, drop=(3, 1, 4))) == 33
+
+
+def test_the_latest_run_in_a_folder_of_two_in_the_same_second(tmp_path):
+    """Run ids start with their second; two runs of one second are told apart by the
+    start the index of runs has, not by the random end of their ids."""
+    from hpcflow.cli._common import latest_run_in
+    from hpcflow.store.registry import RegisteredRun
+
+    runs = tmp_path / ".hpcflow" / "runs"
+    registered = []
+    for run_id, started in (("20261204-070056-ffffff", 10.1), ("20261204-070056-000000", 10.6)):
+        (runs / run_id).mkdir(parents=True)
+        (runs / run_id / "state.sqlite").touch()
+        registered.append(RegisteredRun(run_id, runs / run_id, str(tmp_path / "w.yaml"), started))
+    assert latest_run_in(tmp_path, registered) == (runs / "20261204-070056-000000").resolve()
+    assert latest_run_in(tmp_path / "elsewhere", registered) is None
+    # A folder without runs of its own: those of the workflows in its subfolders.
+    assert latest_run_in(tmp_path.parent, registered) == runs.resolve() / registered[1].run_id
