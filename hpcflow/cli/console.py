@@ -14,6 +14,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.tail import tail_lines
@@ -87,7 +88,7 @@ class LiveProgress:
         self._history.append((now, done))
         eta = _eta(self._history, total - done)
         elapsed = now - self._started
-        caption = f"{done}/{total} tasks · {elapsed:.0f}s elapsed" + (
+        caption = f"{done}/{total} tasks · {format_elapsed(elapsed)} elapsed" + (
             f" · ETA {eta}" if eta else ""
         )
         self._live.update(counts_table(counts, self.order, eta=caption))

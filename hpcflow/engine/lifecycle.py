@@ -26,6 +26,7 @@ from hpcflow._version import __version__
 from hpcflow.engine.driver import Observer
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError
+from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
@@ -387,7 +388,8 @@ def conclude(db: st.StateDB, summary: RunSummary, started: float) -> RunSummary:
     summary.elapsed = time.time() - started
     status = summary.status
     db.set_meta(status=status, ended=time.time())
-    log.info("run %s %s in %.1fs: %s", summary.run_id, status, summary.elapsed, summary.totals)
+    counts = ", ".join(f"{n} {state}" for state, n in summary.totals.items()) or "no tasks"
+    log.info("run %s %s in %s: %s", summary.run_id, status, format_elapsed(summary.elapsed), counts)
     return summary
 
 

@@ -142,3 +142,25 @@ def test_the_latest_run_in_this_folder_includes_runs_kept_elsewhere(tmp_path, en
     assert json.loads(status.stdout)["run_dir"] == str(kept.resolve())
     logs = run_cli(("logs", "latest"), env, here)
     assert logs.returncode == 0 and json.loads(status.stdout)["run_id"] in logs.stdout
+
+
+def test_a_sub_second_run_says_its_time_in_ms(tmp_path, hpcflow):
+    """The summary line and the driver log's last line of a tiny run: "in 42 ms", never
+    "in 0.0s", and the counts in words."""
+    import re
+
+    wf = tmp_path / "workflow.yaml"
+    wf.write_text("name: w\ntasks:\n  - name: a\n    command: 'true'\n")
+    for done in ("1 ran, 0 up to date", "0 ran, 1 up to date"):
+        result = hpcflow("run", str(wf), cwd=tmp_path)
+        assert result.returncode == 0, result.output
+        line = rf"succeeded: {done}, 0 failed of 1 tasks in {ELAPSED} ·"
+        assert re.search(line, result.stdout), result.stdout
+    driver = hpcflow("logs", "latest", cwd=tmp_path).stdout.splitlines()
+    ended = next(line for line in driver if " succeeded in " in line)
+    assert re.search(rf"run \S+ succeeded in {ELAPSED}: 1 cached$", ended), ended
+
+
+#: A run's time as people read it: "42 ms" under a second (a loaded machine may take
+#: longer: "1.3s"), never "0.0s".
+ELAPSED = r"(\d+ ms|[1-9]\d*\.\ds)"
