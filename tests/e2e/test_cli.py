@@ -89,6 +89,20 @@ def test_a_dry_run_writes_nothing(tmp_path, hpcflow):
     assert "1 of 1 tasks would run" in result.stdout
     # Neither the workflow's .hpcflow/ (memo, journals) nor the user's run index.
     assert [p.name for p in tmp_path.iterdir()] == ["workflow.yaml"]
+    # Nor, after a run, does it touch what that run left (memo, journals, run index).
+    assert hpcflow("run", str(wf), "-q").returncode == 0
+
+    def files() -> dict[str, tuple[int, int]]:
+        return {
+            str(p): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in tmp_path.rglob("*")
+            if p.is_file()
+        }
+
+    before = files()
+    for args in ((), ("--force",)):
+        assert hpcflow("run", str(wf), "--dry-run", *args).returncode == 0
+    assert files() == before
 
 
 def test_status_and_report_default_to_the_latest_run_in_this_folder(tmp_path, env, hpcflow):
