@@ -63,7 +63,26 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             ", ".join(parents.get(name, [])) or "-",
             *([pools.get(graph.templates.index(template)) or "-"] if pools else []),
         )
+    for spec_index, on in sorted(graph.waiting_on.items()):
+        template = graph.templates[spec_index]
+        res = template.resources
+        table.add_row(
+            "-", template.spec.name, "?", "?", str(res.cpus),
+            format_memory(res.memory) if res.memory else "-", str(res.gpus),
+            format_duration(res.walltime) if res.walltime else "-", str(res.ranks),
+            ", ".join(on), *(["-"] if pools else []),
+        )  # fmt: skip
     console.print(table)
+    if graph.waiting:
+        console.print(
+            "not planned yet (counts known during the run): "
+            + "; ".join(
+                f"{graph.templates[i].spec.name}: {why}" for i, why in sorted(graph.waiting.items())
+            ),
+            highlight=False,
+            markup=False,
+            soft_wrap=True,
+        )
     _print_environments(console, prepared)
     total = len(graph.instances)
     if profile is not None:
@@ -81,7 +100,11 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             markup=False,
             soft_wrap=True,
         )
-    console.print(f"{decision.to_run} of {total} tasks would run; nothing was run (dry run).")
+    more = " planned so far" if graph.waiting else ""
+    console.print(
+        f"{decision.to_run} of {total} tasks{more} would run; nothing was run (dry run).",
+        highlight=False,
+    )
 
 
 def _print_environments(console: Console, prepared: PreparedRun) -> None:

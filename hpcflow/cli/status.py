@@ -134,6 +134,7 @@ class Snapshot:
                 for a in self.allocations
             ],
             "error": view.meta.get("error"),
+            "waiting": view.meta.get("waiting") or [],
             "dashboard": (
                 {"url": self.dashboard.url, "tunnel": self.dashboard.tunnel}
                 if self.dashboard
@@ -255,6 +256,9 @@ def render(snap: Snapshot) -> Any:
     if view.meta.get("error"):
         parts.append(Text.from_markup("[red]error:[/red] ") + Text(str(view.meta["error"])))
     parts.append(ui.counts_table(view.counts, view.order))
+    if view.meta.get("waiting"):
+        waiting = ", ".join(view.meta["waiting"])
+        parts.append(Text(f"not planned yet (fan-out during the run): {waiting}"))
     if snap.running:
         shown = ", ".join(f"{r.id} on {r.host}" if r.host else r.id for r in snap.running[:10])
         parts.append(Text(f"running: {shown}" + (" …" if len(snap.running) > 10 else "")))

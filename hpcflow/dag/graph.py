@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from collections import defaultdict, deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from hpcflow.dag.instances import TaskInstance, TaskTemplate, ValueArg, expand, templates_for
@@ -24,6 +25,11 @@ class TaskGraph:
     templates: list[TaskTemplate]
     instances: list[TaskInstance]
     order: list[int]
+    #: Task definitions not planned yet, by index, with why: a sweep over files a task
+    #: has not made yet (``after:``), or a task that depends on such a task.
+    waiting: dict[int, str] = field(default_factory=dict)
+    #: The tasks each waiting task definition waits for, by name.
+    waiting_on: dict[int, tuple[str, ...]] = field(default_factory=dict)
 
     def template(self, instance: TaskInstance) -> TaskTemplate:
         return self.templates[instance.spec_index]
@@ -51,7 +57,11 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
     Raises :class:`SpecError` for duplicate ids or outputs, missing inputs and cycles.
     """
     templates = templates_for(loaded)
-    instances = list(expand(loaded, templates))
+    waiting_on = _waiting_tasks(loaded, templates)
+    instances = list(expand(loaded, templates, frozenset(waiting_on)))
+    if waiting_on:
+        instances = _without_waiting(loaded, templates, instances, waiting_on)
+    waiting = {i: _why_waiting(loaded, i, on) for i, on in waiting_on.items()}
     problems: list[SpecProblem] = []
     _check_unique_ids(loaded, instances, problems)
     producers = _producers(loaded, instances, problems)
@@ -67,7 +77,104 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
     if problems:
         raise SpecError(problems)
     order = _topological_order(loaded, instances)
-    return TaskGraph(loaded, templates, instances, order)
+    return TaskGraph(loaded, templates, instances, order, waiting, waiting_on)
+
+
+def _why_waiting(loaded: LoadedWorkflow, i: int, on: tuple[str, ...]) -> str:
+    name = loaded.workflow.tasks[i].name
+    if name in loaded.waiting:
+        return f"its instances are known when {', '.join(on)} ends"
+    return f"waits for {', '.join(on)}, not planned yet"
+
+
+def _waiting_tasks(
+    loaded: LoadedWorkflow, templates: list[TaskTemplate]
+) -> dict[int, tuple[str, ...]]:
+    """The task definitions whose sweeps wait for files, and those that need or receive
+    values from them, each with the tasks it waits for; :func:`_without_waiting` adds
+    those that read their files."""
+    waiting: dict[int, tuple[str, ...]] = {}
+    for name, after in loaded.waiting.items():
+        waiting[loaded.task_index(name)] = after
+    _needing_waiting(loaded, templates, waiting)
+    return waiting
+
+
+def _needing_waiting(
+    loaded: LoadedWorkflow, templates: list[TaskTemplate], waiting: dict[int, tuple[str, ...]]
+) -> None:
+    """Add to ``waiting`` the tasks that need, or receive values from, a waiting one."""
+    changed = bool(waiting)
+    while changed:
+        changed = False
+        for i, template in enumerate(templates):
+            if i in waiting:
+                continue
+            upstream = [*template.spec.needs, *(s.task for s in template.spec.from_.values())]
+            late = tuple(dict.fromkeys(u for u in upstream if loaded.task_index(u) in waiting))
+            if late:
+                waiting[i] = late
+                changed = True
+
+
+def _without_waiting(
+    loaded: LoadedWorkflow,
+    templates: list[TaskTemplate],
+    instances: list[TaskInstance],
+    waiting: dict[int, tuple[str, ...]],
+) -> list[TaskInstance]:
+    """``instances`` less those of tasks that read files a waiting task may write (their
+    inputs may match its outputs), renumbered; such tasks wait too."""
+    base_dir = str(loaded.base_dir)
+    late_outputs: list[tuple[str, str]] = []  # (output glob, task)
+    counted: set[int] = set()
+    while True:
+        for i in sorted(set(waiting) - counted):
+            name = templates[i].spec.name
+            late_outputs += [(g, name) for g in _output_globs(templates[i], base_dir)]
+            counted.add(i)
+        late: dict[int, set[str]] = {}
+        for inst in instances:
+            for pattern in inst.input_patterns:
+                for output, name in late_outputs:
+                    if _overlap(pattern, output):
+                        late.setdefault(inst.spec_index, set()).add(name)
+        if not late:
+            break
+        for spec_index, names in late.items():
+            waiting[spec_index] = tuple(sorted(names))
+        _needing_waiting(loaded, templates, waiting)
+        instances = [inst for inst in instances if inst.spec_index not in waiting]
+    for index, inst in enumerate(instances):
+        inst.index = index
+    return instances
+
+
+def _output_globs(template: TaskTemplate, base_dir: str) -> list[str]:
+    """The outputs of a task's instances, whatever its parameters: each placeholder a
+    ``*``."""
+
+    def star(parts: tuple[str, ...]) -> str:
+        return "".join(glob.escape(p) if k % 2 == 0 else "*" for k, p in enumerate(parts))
+
+    workdir = star(template.workdir.parts) or base_dir
+    return [os.path.normpath(os.path.join(workdir, star(t.parts))) for t in template.outputs]
+
+
+def _overlap(pattern: str, output_glob: str) -> bool:
+    """Whether a path ``pattern`` reads (maybe a glob) may name a file ``output_glob``
+    describes; when both are globs, their fixed beginnings decide (erring towards yes)."""
+    if not _GLOB_CHARS & set(pattern):
+        return fnmatchcase(pattern, output_glob)
+    if not _GLOB_CHARS & set(output_glob):
+        return fnmatchcase(output_glob, pattern)
+    a, b = _fixed_start(pattern), _fixed_start(output_glob)
+    return a.startswith(b) or b.startswith(a)
+
+
+def _fixed_start(pattern: str) -> str:
+    cut = min((pattern.index(c) for c in _GLOB_CHARS if c in pattern), default=len(pattern))
+    return pattern[:cut]
 
 
 def _check_unique_ids(
@@ -117,6 +224,12 @@ def _connect_needs(
         by_task[inst.spec_index].append(inst)
     name_to_index = {t.spec.name: i for i, t in enumerate(templates)}
     for spec_index, template in enumerate(templates):
+        sweep = loaded.sweeps.get(template.spec.name)
+        for upstream in sweep.after if sweep is not None else ():
+            # A sweep over files a task makes: after every instance of that task.
+            targets = [i.index for i in by_task[name_to_index[upstream]]]
+            for inst in by_task[spec_index]:
+                inst.deps.extend(targets)
         for need in template.spec.needs:
             target = name_to_index[need]
             swept = loaded.sweeps.get(need)
@@ -327,3 +440,24 @@ def _find_cycle(instances: list[TaskInstance], stuck: set[int]) -> list[int]:
         node = next(d for d in instances[node].deps if d in stuck)
     cycle = path[seen[node] :]
     return cycle
+
+
+def renumbered(graph: TaskGraph, first: Sequence[str]) -> TaskGraph:
+    """``graph`` with the instances whose ids are ``first`` numbered first, in that order,
+    then the others in graph order: a run's instances keep their numbers when the graph
+    grows (a sweep over files a task made is planned during the run). Ids of ``first``
+    the graph does not have are left out."""
+    by_id = {inst.id: inst for inst in graph.instances}
+    ordered = [by_id[task_id] for task_id in first if task_id in by_id]
+    known = set(first)
+    ordered += [inst for inst in graph.instances if inst.id not in known]
+    new_index = {inst.index: k for k, inst in enumerate(ordered)}
+    for k, inst in enumerate(ordered):
+        inst.index = k
+        inst.deps = sorted(new_index[d] for d in inst.deps)
+        inst.values = {
+            name: dataclasses.replace(arg, producers=tuple(new_index[p] for p in arg.producers))
+            for name, arg in inst.values.items()
+        }
+    order = _topological_order(graph.loaded, ordered)
+    return TaskGraph(graph.loaded, graph.templates, ordered, order, graph.waiting, graph.waiting_on)

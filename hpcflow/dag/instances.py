@@ -129,10 +129,15 @@ def instance_id(name: str, keys: tuple[str, ...], values: tuple[object, ...]) ->
     return f"{name}[{inner}]"
 
 
-def expand(loaded: LoadedWorkflow, templates: list[TaskTemplate]) -> Iterator[TaskInstance]:
-    """Yield every task instance, in file order, sweeps in their natural order."""
+def expand(
+    loaded: LoadedWorkflow, templates: list[TaskTemplate], skip: frozenset[int] = frozenset()
+) -> Iterator[TaskInstance]:
+    """Yield every task instance, in file order, sweeps in their natural order (none of
+    the task definitions in ``skip``)."""
     index = 0
     for spec_index, template in enumerate(templates):
+        if spec_index in skip:
+            continue
         spec = template.spec
         sweep = loaded.sweeps.get(spec.name)
         if sweep is None:

@@ -38,13 +38,31 @@ def _nodes(
     if instances:
         nodes = [graph.instances[i].id for i in graph.order]
         edges = [(graph.instances[d].id, inst.id) for inst in graph.instances for d in inst.deps]
-        return nodes, edges, {n: n for n in nodes}
-    counts = graph.counts_by_task()
-    seen: dict[str, None] = {}
-    for i in graph.order:
-        seen.setdefault(graph.template(graph.instances[i]).spec.name, None)
-    labels = {n: (f"{n} ×{counts[n]}" if counts[n] > 1 else n) for n in seen}
-    return list(seen), task_edges(graph), labels
+        labels = {n: n for n in nodes}
+    else:
+        counts = graph.counts_by_task()
+        seen: dict[str, None] = {}
+        for i in graph.order:
+            seen.setdefault(graph.template(graph.instances[i]).spec.name, None)
+        labels = {n: (f"{n} ×{counts[n]}" if counts[n] > 1 else n) for n in seen}
+        nodes, edges = list(seen), task_edges(graph)
+    # Tasks not planned yet (a fan-out over files a task makes): a node each, edges from
+    # what they wait for (a task, or every planned instance of it).
+    by_name: dict[str, list[str]] = {}
+    if instances:
+        for inst in graph.instances:
+            by_name.setdefault(graph.template(inst).spec.name, []).append(inst.id)
+    for i, on in sorted(graph.waiting_on.items()):
+        name = graph.templates[i].spec.name
+        node = f"{name}[…]" if instances else name
+        nodes.append(node)
+        labels[node] = f"{name} (not planned yet: {graph.waiting[i]})"
+        for upstream in on:
+            sources = by_name.get(upstream, [upstream]) if instances else [upstream]
+            if instances and upstream not in by_name:
+                sources = [f"{upstream}[…]"]
+            edges += [(source, node) for source in sources]
+    return nodes, edges, labels
 
 
 def render_text(graph: TaskGraph, instances: bool = False) -> str:

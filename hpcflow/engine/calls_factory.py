@@ -54,6 +54,12 @@ class CallFactory:
     #: HPCFLOW_CONTINUATION=1.
     continued: set[int] = field(default_factory=set)
 
+    def grow(self, graph: TaskGraph) -> None:
+        """Render the calls of ``graph`` from now on: the run's graph grown by tasks
+        planned during the run (same task definitions; instances keep their numbers)."""
+        self.graph = graph
+        self._received = None
+
     def launched_locally(self, resources: Resources) -> bool:
         """Whether an MPI task with ``resources`` starts on its worker's own node (with
         :attr:`local_mpi_launch`), holding ``ranks`` of the worker's slots, rather than

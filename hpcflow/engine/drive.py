@@ -10,7 +10,8 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from hpcflow.engine.driver import Driver, Observer, PoolPlan
+from hpcflow.engine.driver import Driver, DriverResult, Observer, PoolPlan
+from hpcflow.engine.fanout import plan_made, waiting_message
 from hpcflow.engine.lifecycle import RunSummary, conclude
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.errors import RunError
@@ -50,28 +51,41 @@ def drive(
         driver_host=socket.gethostname(),
         driver=ProcessIdentity.current().to_meta(),
     )
-    driver = Driver(
-        prepared.graph,
-        prepared.factory,
-        db,
-        prepared.memo,
-        client,
-        slots,
-        run_id,
-        observer,
-        deadline=deadline,
-        drain_margin=drain_margin,
-        cancel_request=paths.cancel_request,
-        values_in_memory=not isinstance(client, PoolClient),
-        pools=pools,
-    )
-    if on_driver is not None:
-        on_driver(driver)
-    attempts = [row.attempts for row in db.tasks()]
+    states: list[str] | None = None
+    grown: PreparedRun | None = prepared
+    result: DriverResult | None = None
     try:
-        result = driver.run(prepared.decision.run, attempts)
-        # Every success the driver saw is in the memo now: the journal is no longer needed.
-        prepared.memo.flush()
+        while grown is not None:
+            prepared = grown
+            driver = Driver(
+                prepared.graph,
+                prepared.factory,
+                db,
+                prepared.memo,
+                client,
+                slots,
+                run_id,
+                observer,
+                deadline=deadline,
+                drain_margin=drain_margin,
+                cancel_request=paths.cancel_request,
+                values_in_memory=not isinstance(client, PoolClient),
+                pools=pools,
+            )
+            if on_driver is not None:
+                on_driver(driver)
+            rows = db.tasks()
+            attempts = [row.attempts for row in rows]
+            if states is not None or prepared.graph.waiting:
+                states = [row.state for row in rows]
+            ran = driver.run(prepared.decision.run, attempts, states)
+            result = ran if result is None else _merged(result, ran)
+            # Every success the driver saw is in the memo now.
+            prepared.memo.flush()
+            grown = None
+            if not (ran.cancelled or ran.drained):
+                grown = plan_made(prepared, db)
+        # The journal is no longer needed.
         close_journals()
         remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     except KeyboardInterrupt:
@@ -87,10 +101,26 @@ def drive(
             hint="free space (or make the folder writable again), then run the same "
             "command: the run resumes, and tasks that succeeded are not run again",
         ) from None
+    if result is None:  # (the loop runs at least once)
+        raise RunError("the run's driver did not run")
+    never = waiting_message(prepared.graph)
+    if never is not None and not (result.cancelled or result.drained):
+        log.warning("%s", never)
     summary = RunSummary(
         run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
     )
     return conclude(db, summary, started)
+
+
+def _merged(before: DriverResult, after: DriverResult) -> DriverResult:
+    """A grown run's result: the last driver's counts (it started from every state the
+    run had), failures of both."""
+    return DriverResult(
+        after.counts,
+        sorted({*before.failed, *after.failed}),
+        cancelled=after.cancelled,
+        drained=after.drained,
+    )
 
 
 def storage_problem(exc: BaseException) -> str | None:

@@ -184,11 +184,20 @@ class Driver:
 
     # -- public -------------------------------------------------------------------------
 
-    def run(self, run: list[bool], attempts: list[int] | None = None) -> DriverResult:
-        """Run the tasks marked in ``run``; ``attempts`` continues attempt numbering."""
+    def run(
+        self,
+        run: list[bool],
+        attempts: list[int] | None = None,
+        states: list[str] | None = None,
+    ) -> DriverResult:
+        """Run the tasks marked in ``run``; ``attempts`` continues attempt numbering;
+        ``states`` are those of the tasks that do not run (default: cached)."""
         graph = self.graph
         n = len(graph.instances)
-        self.state: list[str] = [st.PENDING if run[i] else st.CACHED for i in range(n)]
+        self.state: list[str] = [
+            st.PENDING if run[i] else (states[i] if states is not None else st.CACHED)
+            for i in range(n)
+        ]
         self.attempt = list(attempts) if attempts is not None else [0] * n
         self.dependents = graph.dependents()
         self.waiting = [0] * n

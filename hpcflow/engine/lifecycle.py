@@ -243,6 +243,7 @@ def create_run(
             backend,
             total=len(graph.instances),
             to_run=prepared.decision.to_run,
+            waiting=[graph.templates[i].spec.name for i in sorted(graph.waiting)],
         )
     )
     write_json_atomic(paths.plan, plan_summary(prepared))

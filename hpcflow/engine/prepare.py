@@ -7,12 +7,12 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcflow.dag.graph import TaskGraph, build_graph
+from hpcflow.dag.graph import TaskGraph, build_graph, renumbered
 from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.resume import ResumeDecision, decide
 from hpcflow.envs.environments import Environments
@@ -22,7 +22,7 @@ from hpcflow.spec.loader import load_workflow, parse_workflow
 from hpcflow.store import statedb as st
 from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo, MemoEntry, read_run_journals
-from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
+from hpcflow.store.paths import RunPaths, StateRoot, task_slug, workflow_key
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +56,10 @@ class PreparedRun:
     lock: RunLock
     state_root: StateRoot
     key: str
+    #: --force and --rerun: tasks planned during the run (a sweep over files a task
+    #: made) are decided as those planned at the start were.
+    force: bool = False
+    rerun: tuple[str, ...] = ()
 
 
 def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True) -> PreparedRun:
@@ -76,27 +80,57 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
             # Successes of earlier runs that were killed before they committed them.
             memo.fold_journals(root.journal_dir(key))
         environments = Environments(options.site, images=root.images)
-        factory = CallFactory(graph, environments=environments)
-        check_environments(factory, pull=not options.dry_run)
         entries = memo.load()
 
         def value_kept(producer: int, entry: MemoEntry) -> bool:
             return os.path.exists(_value_run(root, entry, factory, producer))
 
-        with collector_paused():
-            decision = decide(
-                graph,
-                entries,
-                factory,
-                force=options.force,
-                rerun=options.rerun,
-                value_kept=value_kept,
-            )
+        ready: frozenset[str] = frozenset()
+        while True:
+            factory = CallFactory(graph, environments=environments)
+            check_environments(factory, pull=not options.dry_run)
+            with collector_paused():
+                decision = decide(
+                    graph,
+                    entries,
+                    factory,
+                    force=options.force,
+                    rerun=options.rerun,
+                    value_kept=value_kept,
+                )
+            # Sweeps over files of tasks that are up to date read those files now.
+            more = files_made(graph, decision.run)
+            if more <= ready:
+                break
+            ready |= more
+            loaded = load_workflow(workflow_file, ready)
+            with collector_paused():
+                graph = build_graph(loaded)
         _locate_values(graph, factory, root, entries, decision.run)
     except BaseException:
         lock.release()
         raise
-    return PreparedRun(workflow_file, graph, decision, factory, memo, lock, root, key)
+    return PreparedRun(
+        workflow_file, graph, decision, factory, memo, lock, root, key, options.force, options.rerun
+    )
+
+
+def files_made(graph: TaskGraph, pending: Sequence[bool]) -> frozenset[str]:
+    """The tasks whose files waiting sweeps read (``after:``) that have made them: they
+    are planned and none of their instances is ``pending`` (to run, or not finished)."""
+    instances_of: dict[int, list[int]] = {}
+    for inst in graph.instances:
+        instances_of.setdefault(inst.spec_index, []).append(inst.index)
+    names = {t.spec.name: i for i, t in enumerate(graph.templates)}
+    made: set[str] = set()
+    for after in graph.loaded.waiting.values():
+        for name in after:
+            spec_index = names[name]
+            if spec_index in graph.waiting:
+                continue
+            if not any(pending[i] for i in instances_of.get(spec_index, [])):
+                made.add(name)
+    return frozenset(made)
 
 
 def check_environments(factory: CallFactory, *, pull: bool = True) -> None:
@@ -168,7 +202,11 @@ def load_run_graph(paths: RunPaths) -> tuple[TaskGraph, dict[str, object]]:
     loaded = parse_workflow(
         text, str(original), source=original, frozen_sources=frozen, frozen_includes=included
     )
-    return build_graph(loaded, check_files=False), info
+    graph = build_graph(loaded, check_files=False)
+    if paths.instance_order.exists():
+        # The run planned more tasks as it went (a fan-out): number them as it did.
+        graph = renumbered(graph, json.loads(paths.instance_order.read_text(encoding="utf-8")))
+    return graph, info
 
 
 def open_run(
@@ -181,9 +219,18 @@ def open_run(
     original = Path(str(info["workflow"]))
     db = st.StateDB(paths.state_db)
     rows = db.tasks()
-    if len(rows) != len(graph.instances) or any(r.id != graph.instances[r.idx].id for r in rows):
+    if len(rows) > len(graph.instances) or any(r.id != graph.instances[r.idx].id for r in rows):
         db.close()
         raise RunError(f"the tasks recorded in {paths.state_db} do not match the workflow copy")
+    if len(rows) < len(graph.instances):
+        # Planned during the run (a fan-out) by an allocation stopped before it recorded
+        # them: they have not run.
+        db.add_tasks(
+            (inst.index, inst.id, graph.template(inst).spec.name, task_slug(inst.id), inst.deps,
+             st.PENDING)
+            for inst in graph.instances[len(rows) :]
+        )  # fmt: skip
+        rows = db.tasks()
     run_id = str(info["run_id"])
     root = StateRoot.beside(original)
     key = workflow_key(original)

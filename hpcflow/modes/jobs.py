@@ -34,6 +34,7 @@ from hpcflow.backends.base import AllocationRequest, AllocationState, Allocation
 from hpcflow.backends.poller import Poller
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskTemplate
+from hpcflow.engine.fanout import plan_made
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.pools import assign_pools
@@ -188,6 +189,30 @@ class JobsFollower:
     # -- the loop -----------------------------------------------------------------------
 
     def run(self) -> None:
+        self._follow()
+        # A fan-out: tasks planned once the tasks they read files after have ended.
+        while self._grow():
+            self._follow()
+
+    def _grow(self) -> bool:
+        """Plan the tasks whose files are now made and queue their jobs (False: none)."""
+        grown = plan_made(self.prepared, self.db)
+        if grown is None:
+            return False
+        known = len(self.state)
+        self.prepared, self.graph = grown, grown.graph
+        self.pools = assign_pools(self.graph, self.profile, grown.decision.run)
+        rows = self.db.tasks()
+        self.state = [r.state for r in rows]
+        self.attempts = [r.attempts for r in rows]
+        self.dependents = self.graph.dependents()
+        self.ledger = OutcomeLedger(self.graph, grown.factory, self.db, grown.memo, self.run_id)
+        self.remaining = sum(1 for s in self.state if s not in st.FINAL_STATES)
+        pending = [i for i in range(known, len(self.state)) if self.state[i] == st.PENDING]
+        self._add_units(plan_units(self.graph, pending, self.chunk_size, self._next_number()))
+        return True
+
+    def _follow(self) -> None:
         last_progress = 0.0
         while self.remaining > 0:
             if self.paths.cancel_request.exists():

@@ -141,7 +141,8 @@ def _load(
 
 
 def _renamed(name: str, task: dict[str, Any], workflow: Workflow) -> dict[str, Any]:
-    """A copy of an included task with its own and its upstream tasks' names prefixed."""
+    """A copy of an included task with its own and its upstream tasks' names prefixed
+    (``needs``, ``from``, and the ``after`` of its sweep's sources)."""
     own = {t.name for t in workflow.tasks}
 
     def prefixed(task_name: str) -> str:
@@ -152,6 +153,14 @@ def _renamed(name: str, task: dict[str, Any], workflow: Workflow) -> dict[str, A
     out["name"] = f"{name}.{task['name']}"
     if task.get("needs"):
         out["needs"] = [prefixed(n) for n in task["needs"]]
+    foreach = task.get("foreach")
+    if isinstance(foreach, dict):
+        out["foreach"] = {
+            key: {**value, "after": prefixed(value["after"])}
+            if isinstance(value, dict) and isinstance(value.get("after"), str)
+            else value
+            for key, value in foreach.items()
+        }
     if task.get("from"):
         out["from"] = {
             argument: prefixed(source)

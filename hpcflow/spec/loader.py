@@ -41,6 +41,12 @@ class LoadedWorkflow:
         """The folder relative paths in the file are resolved against."""
         return self.source.parent if self.source else FsPath.cwd()
 
+    @property
+    def waiting(self) -> dict[str, tuple[str, ...]]:
+        """Tasks whose instances are not known yet (a sweep reads files a task makes,
+        ``after:``), each with the tasks it waits for."""
+        return {name: sweep.after for name, sweep in self.sweeps.items() if sweep.waiting}
+
     def task_index(self, name: str) -> int:
         for i, task in enumerate(self.workflow.tasks):
             if task.name == name:
@@ -48,8 +54,9 @@ class LoadedWorkflow:
         raise KeyError(name)
 
 
-def load_workflow(path: str | FsPath) -> LoadedWorkflow:
-    """Load and validate the workflow file at ``path``."""
+def load_workflow(path: str | FsPath, ready: frozenset[str] = frozenset()) -> LoadedWorkflow:
+    """Load and validate the workflow file at ``path``; sweeps that read files ``after``
+    a task in ``ready`` read them now (the others wait)."""
     source = FsPath(path)
     try:
         text = source.read_text(encoding="utf-8")
@@ -61,7 +68,7 @@ def load_workflow(path: str | FsPath) -> LoadedWorkflow:
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([SpecProblem(str(path), None, None, "", f"cannot read: {exc}")]) from None
-    return parse_workflow(text, str(path), source=source.resolve())
+    return parse_workflow(text, str(path), source=source.resolve(), ready=ready)
 
 
 def parse_workflow(
@@ -70,6 +77,7 @@ def parse_workflow(
     source: FsPath | None = None,
     frozen_sources: dict[str, Any] | None = None,
     frozen_includes: dict[str, str] | None = None,
+    ready: frozenset[str] = frozenset(),
 ) -> LoadedWorkflow:
     """Validate workflow ``text``; ``file`` is the name used in error messages. Sweep
     sources and included files are read relative to ``source``'s folder, or taken from
@@ -92,7 +100,7 @@ def parse_workflow(
     workflow = validate_workflow(data, positions)
     problems: list[SpecProblem] = []
     sweeps: dict[str, Sweep] = {}
-    reader = SourceReader(base_dir, positions, frozen_sources)
+    reader = SourceReader(base_dir, positions, frozen_sources, ready)
     _check_tasks(workflow, positions, problems, sweeps, reader)
     if problems:
         raise SpecError(problems)
@@ -170,6 +178,8 @@ def _check_tasks(
                         else f"tasks are: {', '.join(all_names[:20])}",
                     )
                 )
+        for upstream in sweeps[task.name].after if task.name in sweeps else ():
+            _check_after(task.name, upstream, where, names, workflow, positions, problems)
         _check_values_from(workflow, i, names, known, positions, problems)
         if task.python is not None and not _CALLABLE.match(task.python):
             problems.append(
@@ -186,6 +196,41 @@ def _check_tasks(
                     "a python task cannot have ranks > 1; use 'command' or 'argv' for MPI programs",
                 )
             )
+
+
+def _check_after(
+    task: str,
+    upstream: str,
+    where: Path,
+    names: dict[str, int],
+    workflow: Workflow,
+    positions: Positions,
+    problems: list[SpecProblem],
+) -> None:
+    """``after:`` in a sweep's source names another task of the workflow."""
+    foreach = workflow.tasks[names[task]].foreach or {}
+    key = next(
+        (
+            k
+            for k in ("from_files", "from_table")
+            if (foreach.get(k) or {}).get("after") == upstream
+        ),
+        "from_files",
+    )
+    at: Path = (*where, "foreach", key, "after")
+    if upstream == task:
+        problems.append(positions.problem(at, "a task cannot sweep over files it makes itself"))
+    elif upstream not in names:
+        close = difflib.get_close_matches(upstream, list(names), n=1, cutoff=0.6)
+        problems.append(
+            positions.problem(
+                at,
+                f"reads files after unknown task {upstream!r}",
+                hint=f"did you mean {close[0]!r}?"
+                if close
+                else f"tasks are: {', '.join(list(names)[:20])}",
+            )
+        )
 
 
 def _check_values_from(

@@ -19,6 +19,10 @@ per instance, in the file's order; ``where`` keeps the rows whose column has the
 parameters advance together (one instance per file or row), and sources combine with the
 other swept parameters as a product.
 
+``after: TASK`` (in the mapping forms) reads the files a task makes: the source is read
+only once that task is in ``ready`` (it has ended), and until then gives its parameter
+names and no rows (:mod:`hpcflow.engine.fanout` plans it during the run).
+
 What a source read is recorded (:attr:`SourceReader.read`) and kept in the run directory,
 so that the run's allocations rebuild exactly the instances that were planned even if
 files appear or change meanwhile (:func:`hpcflow.engine.prepare.load_run_graph`).
@@ -29,7 +33,7 @@ from __future__ import annotations
 import csv
 import glob
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -37,7 +41,8 @@ from hpcflow.errors import SpecError, SpecProblem
 from hpcflow.spec.yamlpos import Path, Positions, format_path, load_yaml
 
 ScalarValue = str | int | float | bool
-Rows = tuple[tuple[str, ...], list[tuple[ScalarValue, ...]]]
+#: A source's parameter names and rows (None: not read yet, see ``after``).
+Rows = tuple[tuple[str, ...], list[tuple[ScalarValue, ...]] | None]
 
 #: The ``foreach`` keys that read values from files.
 SOURCE_KEYS = ("from_files", "from_table")
@@ -49,16 +54,39 @@ _STRUCTURED = (".json", ".yaml", ".yml")
 MAX_ROWS = 1_000_000
 
 
+@dataclass(frozen=True)
+class FilePattern:
+    """A ``from_files`` pattern: its captures, the regular expression that reads them
+    from a path, and the glob that finds candidate files."""
+
+    pattern: str
+    names: tuple[str, ...]
+    path_param: str | None
+    regex: re.Pattern[str]
+    shell: str
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters each file gives: the captures, then the path's (if named)."""
+        return (*self.names, *([self.path_param] if self.path_param else []))
+
+
 class SourceReader:
     """Reads the sources of one workflow's sweeps, relative to ``base_dir``; ``frozen``
     (what an earlier read recorded, by ``TASK/KEY``) is used instead of the files."""
 
     def __init__(
-        self, base_dir: FsPath, positions: Positions, frozen: dict[str, Any] | None = None
+        self,
+        base_dir: FsPath,
+        positions: Positions,
+        frozen: dict[str, Any] | None = None,
+        ready: frozenset[str] = frozenset(),
     ) -> None:
         self.base_dir = base_dir
         self.positions = positions
         self.frozen = frozen or {}
+        #: Tasks that have made their files: the sources read ``after`` them are read now.
+        self.ready = ready
         #: What was read, by ``TASK/KEY``: ``{"names": [...], "rows": [[...], ...]}``.
         self.read: dict[str, dict[str, list[Any]]] = {}
 
@@ -66,19 +94,28 @@ class SourceReader:
         self, task: str, key: str, raw: Any, where: Path, problems: list[SpecProblem]
     ) -> Rows | None:
         """The parameter names and rows of source ``key`` of task ``task`` (None, with
-        ``problems`` added, when it cannot be read)."""
+        ``problems`` added, when it cannot be read). The rows are None when the source is
+        read after a task (``after: TASK``) that has not made its files yet."""
         ident = f"{task}/{key}"
+        after = self._after(raw, where, problems)
+        if after is False:
+            return None
         if ident in self.frozen:
             names = tuple(self.frozen[ident]["names"])
             rows = [tuple(row) for row in self.frozen[ident]["rows"]]
+        elif after is not None and after not in self.ready:
+            known = self._names(key, raw, where, problems)
+            return None if known is None else (known, None)
         else:
             before = len(problems)
             read = self._files if key == "from_files" else self._table
             got = read(raw, where, problems)
             if got is None or len(problems) > before:
                 return None
-            names, rows = got
-            if not rows:
+            names, found = got
+            rows = found or []
+            if not rows and after is None:
+                # (What a task makes may be nothing: then the sweep has no instances.)
                 what = "no file matches" if key == "from_files" else "no row is left in"
                 problems.append(
                     self.positions.problem(
@@ -96,6 +133,46 @@ class SourceReader:
         self.read[ident] = {"names": list(names), "rows": [list(row) for row in rows]}
         return names, rows
 
+    def _after(self, raw: Any, where: Path, problems: list[SpecProblem]) -> str | None | bool:
+        """The task a source is read after (None: read when planned; False: invalid)."""
+        if not isinstance(raw, dict) or "after" not in raw:
+            return None
+        after = raw["after"]
+        if not isinstance(after, str) or not after:
+            problems.append(
+                self.positions.problem(
+                    (*where, "after"), "after names the task that makes the files",
+                )
+            )  # fmt: skip
+            return False
+        return after
+
+    def _names(
+        self, key: str, raw: Any, where: Path, problems: list[SpecProblem]
+    ) -> tuple[str, ...] | None:
+        """The parameters a source not read yet will give."""
+        if key == "from_files":
+            pattern = self._pattern(raw, where, problems)
+            return None if pattern is None else pattern.parameters
+        columns = raw.get("columns")
+        if not isinstance(columns, list) or not columns:
+            problems.append(
+                self.positions.problem(
+                    where, "a table read after a task must name its columns",
+                    hint="add columns: [A, B]: the workflow is checked before the table "
+                    "exists",
+                )
+            )  # fmt: skip
+            return None
+        if not all(isinstance(c, str) and _NAME.fullmatch(c) for c in columns):
+            problems.append(
+                self.positions.problem(
+                    (*where, "columns"), "columns are parameter names: letters, digits and _"
+                )
+            )
+            return None
+        return tuple(columns)
+
     @staticmethod
     def _describe(raw: Any) -> str:
         if isinstance(raw, dict):
@@ -104,17 +181,18 @@ class SourceReader:
 
     # -- from_files ------------------------------------------------------------------------
 
-    def _files(self, raw: Any, where: Path, problems: list[SpecProblem]) -> Rows | None:
+    def _pattern(self, raw: Any, where: Path, problems: list[SpecProblem]) -> FilePattern | None:
         path_param = None
         pattern = raw
         if isinstance(raw, dict):
-            unknown = sorted(set(raw) - {"glob", "path"})
+            unknown = sorted(set(raw) - {"glob", "path", "after"})
             for key in unknown:
                 problems.append(
                     self.positions.problem(
-                        (*where, key), f"unknown key {key!r}", hint="use glob and path", key=True
+                        (*where, key), f"unknown key {key!r}", hint="use glob, path and after",
+                        key=True,
                     )
-                )
+                )  # fmt: skip
             pattern, path_param = raw.get("glob"), raw.get("path")
             if path_param is not None and not (
                 isinstance(path_param, str) and _NAME.fullmatch(path_param)
@@ -175,18 +253,23 @@ class SourceReader:
                 )
             )
             return None
-        compiled = re.compile(regex)
-        absolute = FsPath(pattern).is_absolute()
-        found = sorted(glob.glob(shell if absolute else str(self.base_dir / shell)))
+        return FilePattern(pattern, tuple(names), path_param, re.compile(regex), shell)
+
+    def _files(self, raw: Any, where: Path, problems: list[SpecProblem]) -> Rows | None:
+        found = self._pattern(raw, where, problems)
+        if found is None:
+            return None
+        absolute = FsPath(found.pattern).is_absolute()
+        hits = sorted(glob.glob(found.shell if absolute else str(self.base_dir / found.shell)))
         rows: list[tuple[ScalarValue, ...]] = []
-        for hit in found:
+        for hit in hits:
             relative = hit if absolute else str(FsPath(hit).relative_to(self.base_dir))
-            hit_match = compiled.fullmatch(relative)
+            hit_match = found.regex.fullmatch(relative)
             if hit_match is None:  # e.g. a capture would have to span a '/'
                 continue
-            row: tuple[ScalarValue, ...] = tuple(hit_match.group(n) for n in names)
-            rows.append((*row, relative) if path_param else row)
-        return (*names, *([path_param] if path_param else [])), rows
+            row: tuple[ScalarValue, ...] = tuple(hit_match.group(n) for n in found.names)
+            rows.append((*row, relative) if found.path_param else row)
+        return found.parameters, rows
 
     # -- from_table ------------------------------------------------------------------------
 
@@ -200,10 +283,11 @@ class SourceReader:
                 )
             )  # fmt: skip
             return None
-        for key in sorted(set(spec) - {"path", "where", "columns"}):
+        for key in sorted(set(spec) - {"path", "where", "columns", "after"}):
             problems.append(
                 self.positions.problem(
-                    (*where, key), f"unknown key {key!r}", hint="use path, where and columns",
+                    (*where, key), f"unknown key {key!r}", hint="use path, where, columns "
+                    "and after",
                     key=True,
                 )
             )  # fmt: skip

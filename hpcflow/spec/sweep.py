@@ -46,6 +46,11 @@ class Sweep:
     """Groups of axes: axes in a group advance together (zip); groups combine as a product."""
 
     groups: tuple[tuple[Axis, ...], ...]
+    #: Tasks whose files a source reads (``after:``): the sweep's instances depend on them.
+    after: tuple[str, ...] = ()
+    #: A source reads files of a task that has not made them yet: the instances are not
+    #: known (the task is planned when they are made).
+    waiting: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -80,17 +85,24 @@ def parse_sweep(
         problems.append(positions.problem(path, "foreach must map parameter names to lists"))
         return None, problems
     groups: list[tuple[Axis, ...]] = []
+    after: list[str] = []
+    waiting = False
     for key in SOURCE_KEYS:
         if key not in raw:
             continue
         if sources is None:
             problems.append(positions.problem((*path, key), f"{key} is not read here", key=True))
             continue
+        if isinstance(raw[key], dict) and isinstance(raw[key].get("after"), str):
+            after.append(raw[key]["after"])
         read = sources.rows(task, key, raw[key], (*path, key), problems)
         if read is not None:
             names, rows = read
+            waiting = waiting or rows is None
             groups.append(
-                tuple(Axis(name, tuple(row[i] for row in rows)) for i, name in enumerate(names))
+                tuple(
+                    Axis(name, tuple(row[i] for row in rows or ())) for i, name in enumerate(names)
+                )
             )
     raw = {key: value for key, value in raw.items() if key not in SOURCE_KEYS}
     if set(raw) & {"product", "zip"}:
@@ -139,6 +151,8 @@ def parse_sweep(
     if not groups:
         problems.append(positions.problem(path, "foreach names no parameters"))
         return None, problems
+    if waiting:
+        return Sweep(tuple(groups), tuple(after), waiting=True), problems
     total = 1
     for group in groups:
         total *= len(group[0].values)
@@ -151,7 +165,7 @@ def parse_sweep(
             )
         )
         return None, problems
-    return Sweep(tuple(groups)), problems
+    return Sweep(tuple(groups), tuple(after)), problems
 
 
 def _axes(raw: Any, path: Path, positions: Positions, problems: list[SpecProblem]) -> list[Axis]:

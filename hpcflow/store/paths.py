@@ -96,6 +96,12 @@ class RunPaths:
         return self.run_dir / "sources.json"
 
     @property
+    def instance_order(self) -> Path:
+        """The ids of a run's task instances in the order it numbers them, once the run
+        planned tasks during the run (a fan-out): every allocation numbers them alike."""
+        return self.run_dir / "instances.json"
+
+    @property
     def included_files(self) -> Path:
         """The texts of the workflow's included files when the run was planned, by
         resolved path: its allocations read these, not files that may have changed."""
