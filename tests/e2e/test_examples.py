@@ -92,3 +92,30 @@ def test_containers_each_step_in_its_own_image(example, hpcflow):
     ]
     again = hpcflow("run", str(wf), "-q")
     assert again.returncode == 0 and "0 ran, 4 up to date" in again.stdout, again.output
+
+
+READS_SUMMARY = (
+    "sample\ttissue\tchunks\treads\tgc_percent\n"
+    "kidney\tkidney\t3\t10\t51.88\n"
+    "liver\tliver\t4\t14\t48.89\n"
+)
+
+
+def test_reads_sample_sheet_fan_out_and_includes(example, hpcflow):
+    """The realistic example: a sample sheet (the 'empty' sample left out), chunks known
+    only when split ends, and a QC sub-workflow included for raw and trimmed reads."""
+    wf = example("reads")
+    dag = hpcflow("dag", str(wf)).stdout
+    assert "qc_trimmed.stats ×2  ← trim" in dag
+    assert "gc (not planned yet: its instances are known when split ends)  ← split" in dag
+    result = hpcflow("run", str(wf), "-q")
+    assert result.returncode == 0, result.output
+    assert "20 ran, 0 up to date" in result.stdout
+    assert (wf.parent / "summary.tsv").read_text() == READS_SUMMARY
+    raw = [json.loads(line) for line in (wf.parent / "qc" / "raw.jsonl").read_text().splitlines()]
+    assert [r["reads"] for r in raw] == [10, 14]
+    status = json.loads(hpcflow("status", "--json", cwd=wf.parent).stdout)
+    assert status["counts"]["gc"] == {"succeeded": 7}
+    assert status["counts"]["qc_raw.stats"] == {"succeeded": 2}
+    again = hpcflow("run", str(wf), "-q")
+    assert "0 ran, 20 up to date" in again.stdout

@@ -72,3 +72,20 @@ def test_a_fan_out_runs_in_each_batch_mode(tmp_path, slurm_env, hpcflow_slurm, s
     assert again.returncode == 0, again.output + run_logs(tmp_path)
     assert "0 ran, 6 up to date" in again.stdout
     assert queue_drains(slurm_cluster) == []
+
+
+def test_the_reads_example_in_one_allocation_of_three_nodes(example, hpcflow_slurm, slurm_cluster):
+    """workflows/reads (sample sheet, run-time fan-out, a sub-workflow included twice)
+    on the test cluster, as in CI locally (tests/e2e/test_examples.py)."""
+    from tests.e2e.test_examples import READS_SUMMARY
+
+    wf = example("reads")
+    result = hpcflow_slurm(
+        "run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q", timeout=240
+    )
+    assert result.returncode == 0, result.output + run_logs(wf.parent)
+    assert (wf.parent / "summary.tsv").read_text() == READS_SUMMARY
+    status = json.loads(hpcflow_slurm("status", "--json", cwd=wf.parent).stdout)
+    assert status["status"] == "succeeded"
+    assert status["counts"]["gc"] == {"succeeded": 7}
+    assert queue_drains(slurm_cluster) == []
