@@ -97,9 +97,10 @@ def format_duration(seconds: float) -> str:
 
 def format_elapsed(seconds: float) -> str:
     """A run's wall time for people: ``"320 ms"``, ``"4.2s"``, ``"12m 05s"``, ``"2h 03m"``."""
-    if seconds < 1:
+    # Rounded before the unit is chosen: 0.9996 s is "1.0s", not "1000 ms".
+    if round(seconds * 1000) < 1000:
         return f"{max(seconds, 0.0) * 1000:.0f} ms"
-    if seconds < 60:
+    if round(seconds, 1) < 60:
         return f"{seconds:.1f}s"
     minutes, secs = divmod(int(round(seconds)), 60)
     if minutes < 60:

@@ -1187,3 +1187,6 @@ def test_a_run_s_wall_time_reads_well_at_every_scale() -> None:
     assert format_elapsed(4.24) == "4.2s"
     assert format_elapsed(725) == "12m 05s"
     assert format_elapsed(7380) == "2h 03m"
+    # Rounded before the unit is chosen: never "1000 ms" or "60.0s".
+    assert format_elapsed(0.9996) == "1.0s"
+    assert format_elapsed(59.96) == "1m 00s"
