@@ -215,6 +215,11 @@ class Driver:
                 pool = self.pools.of_template.get(inst.spec_index)
                 if run[inst.index] and pool is not None:
                     self._pool_left[pool] = self._pool_left.get(pool, 0) + 1
+            # A pool whose tasks are not planned yet (a fan-out) is not released.
+            for spec_index in graph.waiting:
+                pool = self.pools.of_template.get(spec_index)
+                if pool is not None:
+                    self._pool_left[pool] = self._pool_left.get(pool, 0) + 1
         if self.values_in_memory:
             for inst in graph.instances:
                 if run[inst.index]:

@@ -154,8 +154,10 @@ def pools_in_use(profile: Profile, chosen: dict[int, str | None]) -> list[str]:
 
 
 def _definitions_to_run(graph: TaskGraph, run: list[bool] | None) -> dict[int, TaskTemplate]:
-    """Task definitions with at least one instance to run (all of them without ``run``)."""
+    """Task definitions with at least one instance to run (all of them without ``run``),
+    and those not planned yet (a fan-out): they run once planned."""
     indices = {inst.spec_index for inst in graph.instances if run is None or run[inst.index]}
+    indices |= set(graph.waiting)
     return {i: graph.templates[i] for i in sorted(indices)}
 
 

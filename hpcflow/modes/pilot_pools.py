@@ -161,6 +161,7 @@ class PoolCompanions:
         #: The pools whose allocation was queued, and its native id.
         self.native_ids: dict[str, str] = {}
         self.graph = graph
+        self._pool_by_name: dict[str, str] | None = None
         self.paths = paths
         self.submit_pool = submit_pool
         self.clock = clock
@@ -227,7 +228,7 @@ class PoolCompanions:
         for row in rows:
             if row.state not in (st.PENDING, st.RUNNING):
                 continue
-            pool = self.pools.of_template.get(self.graph.instances[row.idx].spec_index)
+            pool = self._pool_of(row)
             if pool in waiting and pool not in due:
                 if all(state.get(dep) in under_way for dep in row.deps):
                     due.append(pool)
@@ -289,10 +290,20 @@ class PoolCompanions:
         plan = self.pools.plans[pool]
         return [str(plan.request.stdout), str(plan.request.stderr)]
 
+    def _pool_of(self, row: st.TaskRow) -> str | None:
+        """A task's pool, by its task's name: the run's driver may have planned tasks
+        this side's graph does not have (a fan-out)."""
+        if self._pool_by_name is None:
+            self._pool_by_name = {
+                self.graph.templates[i].spec.name: pool
+                for i, pool in self.pools.of_template.items()
+            }
+        return self._pool_by_name.get(row.name)
+
     def _tasks_left(self, db: st.StateDB) -> dict[str, int]:
         left: dict[str, int] = {}
         for row in db.tasks(states=(st.PENDING, st.RUNNING)):
-            pool = self.pools.of_template.get(self.graph.instances[row.idx].spec_index)
+            pool = self._pool_of(row)
             if pool is not None:
                 left[pool] = left.get(pool, 0) + 1
         return left

@@ -411,3 +411,52 @@ tasks:
     assert "--role head" in scripts[3] and "HPCFLOW_ALLOCATION_NUMBER=3" in scripts[3]
     assert "export HPCFLOW_POOL=gpu" in scripts[4] and "allocations/4.err" in scripts[4]
     assert queue_drains(shaped_cluster) == []
+
+
+def test_a_fan_out_in_a_pool_whose_tasks_are_not_planned_yet(
+    tmp_path, submit_tmp_path, env, shaped_cluster
+):
+    """A pilot run with pools whose GPU tasks are a fan-out (a task per chunk that a CPU
+    task makes): the gpu pool is planned for them from the start, queued when they are
+    near ready and not released before they are planned; they run on GPU nodes."""
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: pooled-fanout
+tasks:
+  - name: split
+    command: mkdir -p chunks && for i in 1 2 3; do echo $i > chunks/$i; done
+    outputs: [chunks]
+  - name: train
+    foreach: {{from_files: {{glob: "chunks/{{n}}", after: split}}}}
+    resources: {{gpus: 1, gpu_kind: fakegpu}}
+    command: {WHERE}
+    outputs: ["where/train-{{n}}.txt"]
+  - name: post
+    needs: [train]
+    resources: {{pool: cpu}}
+    command: {WHERE}
+    outputs: [where/post.txt]
+""",
+    )
+    run_env = {
+        **env,
+        **shaped_cluster.extra_env,
+        "HPCFLOW_PROFILE_PATH": str(_profile(submit_tmp_path / "profiles", "slurm-test")),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "--profile",
+         "pools-slurm-test", "--mode", "pilot", "-q"],
+        env=run_env, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr + run_logs(tmp_path)
+    where = {p.stem: p.read_text().split() for p in sorted((tmp_path / "where").glob("*.txt"))}
+    assert set(where) == {"train-1", "train-2", "train-3", "post"}, where
+    for name in ("train-1", "train-2", "train-3"):
+        assert where[name][0] in ("n3", "n4") and where[name][1] in ("0", "1"), where
+    assert where["post"][0] in ("n1", "n2"), where
+    run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
+    with StateDB(run_dir / "state.sqlite", readonly=True) as db:
+        pools = [(a.number, a.pool) for a in db.allocations()]
+    assert pools == [(1, "cpu"), (2, "gpu")]
+    assert queue_drains(shaped_cluster) == []
