@@ -30,7 +30,6 @@ def resolve_cli_profile(name: str, overrides: dict[str, Any]) -> Any:
 
     Each override is reported as coming from its ``--flag`` (``hpcflow profiles show``).
     """
-    from hpcflow.settings import resolve_profile
+    from hpcflow.api.launch import resolve_run_profile
 
-    flags = {key: f"--{key}" for key in overrides}
-    return resolve_profile(name, overrides=overrides, flags=flags).profile
+    return resolve_run_profile(name, overrides)

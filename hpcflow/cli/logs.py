@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import sys
 import time
-from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
+
+if TYPE_CHECKING:
+    from hpcflow.api.logs import Stream
+    from hpcflow.store.paths import RunPaths
+    from hpcflow.store.statedb import TaskRow
 
 
 @click.command("logs")
@@ -20,8 +25,8 @@ import click
 @click.option("-f", "--follow", is_flag=True, help="Keep printing as the log grows.")
 def command(run: str, task: str | None, attempt: int | None, stream: str, follow: bool) -> None:
     """Print logs of TASK (id, name or glob) in RUN; without TASK, the driver log."""
-    from hpcflow.cli._common import find_run
-    from hpcflow.errors import RunError
+    from hpcflow.api.locate import find_run
+    from hpcflow.api.logs import log_file, matching_tasks
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
@@ -29,13 +34,7 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     if task is None:
         _print_file(paths.driver_log, follow, lambda: False)
         return
-    with StateDB(paths.state_db, readonly=True) as db:
-        rows = [r for r in db.tasks() if r.id == task or r.name == task or fnmatchcase(r.id, task)]
-    if not rows:
-        raise RunError(
-            f"no task {task!r} in run {paths.run_dir.name}",
-            hint="`hpcflow status RUN` lists the tasks",
-        )
+    rows = matching_tasks(paths, task)
     if len(rows) > 1 and not follow:
         for row in rows:
             click.secho(f"==> {row.id} <==", bold=True)
@@ -44,9 +43,7 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     row = rows[0]
     if follow:
         number = attempt or max(row.attempts, 1)
-        log = (
-            paths.stderr(row.slug, number) if stream == "stderr" else paths.stdout(row.slug, number)
-        )
+        log = log_file(paths, row, "stderr" if stream == "stderr" else "stdout", number)
 
         def finished() -> bool:
             with StateDB(paths.state_db, readonly=True) as db:
@@ -58,15 +55,17 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     _print_task(paths, row, attempt, stream)
 
 
-def _print_task(paths, row, attempt: int | None, stream: str) -> None:  # type: ignore[no-untyped-def]
-    number = attempt or row.attempts
-    if number < 1:
+def _print_task(paths: RunPaths, row: TaskRow, attempt: int | None, stream: str) -> None:
+    from hpcflow.api.logs import log_file
+
+    if (attempt or row.attempts) < 1:
         click.echo(f"({row.id} has not started: {row.state})")
         return
-    for name in ("stdout", "stderr"):
+    names: tuple[Stream, ...] = ("stdout", "stderr")
+    for name in names:
         if stream not in ("both", name):
             continue
-        path: Path = getattr(paths, name)(row.slug, number)
+        path = log_file(paths, row, name, attempt)
         if stream == "both":
             click.secho(f"--- {name} ({path})", dim=True)
         try:

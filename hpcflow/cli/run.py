@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 from pathlib import Path
@@ -10,7 +9,7 @@ from types import FrameType
 
 import click
 
-from hpcflow.cli._options import allocation_options, resolve_cli_profile
+from hpcflow.cli._options import allocation_options
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -93,36 +92,24 @@ def command(
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
     from rich.console import Console
 
+    from hpcflow.api.launch import RunRequest, plan_run
     from hpcflow.cli import console as ui
-    from hpcflow.engine.prepare import RunOptions, prepare
-    from hpcflow.envs.site import SiteEnvironment
-    from hpcflow.modes.follow import Follow
-    from hpcflow.modes.local import run_local
-    from hpcflow.modes.registry import mode_of, runner_for
     from hpcflow.spec.units import format_elapsed
     from hpcflow.store import statedb as st
+    from hpcflow.store.paths import RunPaths
     from hpcflow.store.statedb import StateDB
     from hpcflow.store.states import RunStatus
 
-    overrides = {
-        "nodes": nodes,
-        "partition": partition,
-        "account": account,
-        "walltime": walltime,
-        "mode": mode,
-        "transport": transport,
-    }
-    layout = None
-    if profile is None and not dry_run:
-        from hpcflow.launchers.environment import allocation_layout
-
-        # Inside an allocation (sbatch script, salloc) with ranks to spare: boot on them.
-        layout = allocation_layout(os.environ)
-        if layout is not None and (layout["ntasks"] < 3 or "HPCFLOW_RUN_ID" in os.environ):
-            layout = None
-    resolved = resolve_cli_profile(profile or "local", overrides)
-    out = Console(stderr=False)
-    options = RunOptions(
+    request = RunRequest(
+        profile=profile,
+        overrides={
+            "nodes": nodes,
+            "partition": partition,
+            "account": account,
+            "walltime": walltime,
+            "mode": mode,
+            "transport": transport,
+        },
         run_dir=run_dir,
         force=force,
         rerun=rerun,
@@ -130,61 +117,37 @@ def command(
         threads=threads,
         engine=engine,
         dry_run=dry_run,
-        site=SiteEnvironment.from_profile(
-            resolved, commands_here=layout is not None or mode_of(resolved) == "local"
-        ),
+        detach=detach,
     )
-    prepared = prepare(workflow, options, take_lock=not dry_run)
+    planned = plan_run(workflow, request)
+    out = Console(stderr=False)
     if dry_run:
         from hpcflow.cli.plan import print_plan
 
-        prepared.memo.close()
-        print_plan(out, prepared, resolved)
+        print_plan(out, planned.prepared, planned.profile)
         return
-    order = list(prepared.graph.counts_by_task())
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # A command started in the background by a script inherits SIGINT ignored; Ctrl-C,
     # `kill -INT` and the interrupts hpcflow raises itself (elastic mode's watch, when no
     # worker job can be submitted) must still stop the run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     live = not quiet and out.is_terminal
+    order = planned.order
     progress = ui.LiveProgress(out, order)
 
-    def run_it(observer):  # type: ignore[no-untyped-def]
-        if layout is not None:
-            from hpcflow.backends.registry import get_backend
-            from hpcflow.modes.pilot import run_pilot
-
-            slurm = resolve_cli_profile("slurm", overrides)
-            return run_pilot(
-                prepared,
-                options,
-                slurm,
-                get_backend("allocation"),
-                Follow(observer=observer),
-                layout=layout,
-            )
-        if mode_of(resolved) == "local":
-            return run_local(prepared, options, observer=observer)
-        from hpcflow.backends.registry import get_backend
-
-        def submitted(native_id: str, paths) -> None:  # type: ignore[no-untyped-def]
-            out.print(
-                f"submitted allocation {native_id} ({resolved.backend}) · run dir {paths.run_dir}",
-                highlight=False,
-                soft_wrap=True,
-            )
-
-        backend = get_backend(resolved.backend, profile=resolved)
-        run_mode = runner_for(mode_of(resolved))
-        follow = Follow(observer=observer, detach=detach, on_submit=submitted)
-        return run_mode(prepared, options, resolved, backend, follow)
+    def submitted(native_id: str, paths: RunPaths) -> None:
+        out.print(
+            f"submitted allocation {native_id} ({planned.profile.backend}) · run dir "
+            f"{paths.run_dir}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
     if live and not detach:
         with progress:
-            summary = run_it(progress)
+            summary = planned.execute(progress, submitted)
     else:
-        summary = run_it(None)
+        summary = planned.execute(None, submitted)
     if detach and RunStatus.SUBMITTED in summary.totals:
         out.print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
         return

@@ -25,8 +25,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("hpcflow.engine",),
     ("hpcflow.bootstrap",),
     ("hpcflow.modes",),
+    # The Python API: workflows built in code, runs started and read back; the command
+    # line is written on it.
+    ("hpcflow.api",),
     ("hpcflow.cli", "snakemake_executor_plugin_hpcflow"),
-    # The package's own namespace: its public Python API (hpcflow.load_result).
+    # The package's own namespace: the API's main names, re-exported (hpcflow.Workflow).
     ("hpcflow",),
 )
 RANK = {package: level for level, names in enumerate(LAYERS) for package in names}

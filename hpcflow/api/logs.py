@@ -1,0 +1,37 @@
+"""A run's task logs: which tasks a reference names, and which file holds an attempt's
+stdout or stderr (``hpcflow logs`` and :meth:`hpcflow.api.Run.log`)."""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Literal
+
+from hpcflow.errors import RunError
+from hpcflow.store.paths import RunPaths
+from hpcflow.store.statedb import StateDB, TaskRow
+
+#: A task's output streams.
+Stream = Literal["stdout", "stderr"]
+
+
+def matching_tasks(paths: RunPaths, task: str) -> list[TaskRow]:
+    """The tasks of the run at ``paths`` that ``task`` names: an id (``make[i=3]``), a
+    task's name (every instance of a sweep) or a glob over ids. Raises
+    :class:`RunError` when it names none."""
+    with StateDB(paths.state_db, readonly=True) as db:
+        rows = [r for r in db.tasks() if r.id == task or r.name == task or fnmatchcase(r.id, task)]
+    if not rows:
+        raise RunError(
+            f"no task {task!r} in run {paths.run_dir.name}",
+            hint="`hpcflow status RUN` lists the tasks",
+        )
+    return rows
+
+
+def log_file(paths: RunPaths, row: TaskRow, stream: Stream, attempt: int | None = None) -> Path:
+    """The file of ``row``'s ``stream`` in ``attempt`` (default: its latest; a task that
+    has not started has attempt 0's, which never exists). The file exists only once the
+    attempt wrote to the stream."""
+    number = attempt or row.attempts
+    return paths.stderr(row.slug, number) if stream == "stderr" else paths.stdout(row.slug, number)
