@@ -20,6 +20,7 @@ import traceback
 from pathlib import Path
 
 from hpcflow.bootstrap.config import PilotConfig
+from hpcflow.bootstrap.head import allocation_started
 from hpcflow.bootstrap.preflight import (
     PreflightError,
     check_run_dir,
@@ -437,8 +438,8 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         deadline = None
         walltime = json.loads(paths.run_info.read_text(encoding="utf-8")).get("walltime")
         if walltime:
-            # The allocation started about when the bootstrap did.
-            deadline = _started + float(walltime)
+            # From the allocation's start as the head marked it (else this process's).
+            deadline = allocation_started(os.environ, _started) + float(walltime)
         record_workers(client, paths.workers_record)
         pools = None
         if config.task_pools:

@@ -25,11 +25,12 @@ Ctrl-C of ``hpcflow run`` in your own allocation) are passed on to all three.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -50,6 +51,30 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signa
 def exit_status(returncode: int) -> int:
     """A child's status as a shell reports it: 128 + N for death by signal N."""
     return 128 - returncode if returncode < 0 else returncode
+
+
+#: When the allocation started (seconds since the epoch), as the head saw it.
+STARTED_VARIABLE = "HPCFLOW_ALLOCATION_STARTED"
+
+
+def process_started() -> float:
+    """When this process started (the batch script's, when it exec'd the head)."""
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:  # noqa: BLE001 - no psutil, or no /proc: now is close enough
+        return time.time()
+
+
+def allocation_started(environ: Mapping[str, str], fallback: float) -> float:
+    """When the allocation started: as the head marked it, else ``fallback`` (this
+    process's start); never a time in the future."""
+    try:
+        marked = float(environ[STARTED_VARIABLE])
+    except (KeyError, ValueError):
+        return fallback
+    return min(marked, fallback)
 
 
 def children_argv(python: str, run_dir: Path, launch: Sequence[str]) -> dict[str, list[str]]:
@@ -95,6 +120,9 @@ def supervise(
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
+    # The driver's walltime deadline counts from the allocation's start, which this
+    # process (the batch script, exec'd) marks, not from its own start seconds later.
+    os.environ.setdefault(STARTED_VARIABLE, f"{process_started():.3f}")
     try:
         for name, argv in children_argv(python or sys.executable, run_dir, launch).items():
             try:

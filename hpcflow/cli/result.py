@@ -21,18 +21,17 @@ import click
 )
 def command(run: str, task: str, output: Path | None) -> None:
     """Print the return value of python TASK (its id, e.g. make[i=3]) in RUN."""
-    from hpcflow.cli._common import find_run
-    from hpcflow.store.results import load_result, result_file
+    from hpcflow.api.run import open_run
     from hpcflow.worker.values import type_name
 
-    paths = find_run(run)
-    source = result_file(paths.run_dir, task)
+    found = open_run(run)
+    source = found.result_file(task)
     if output is not None:
         shutil.copyfile(source, output)
         kind = "JSON" if source.suffix == ".json" else "a pickle"
         click.echo(f"saved {task} to {output} ({kind}, {source.stat().st_size} bytes)")
         return
-    value = load_result(paths.run_dir, task)
+    value = found.result(task)
     try:
         click.echo(json.dumps(value, indent=2))
     except (TypeError, ValueError):

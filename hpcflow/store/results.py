@@ -51,11 +51,27 @@ def _runs_to_search(paths: RunPaths, task_id: str) -> list[RunPaths]:
         )
     if row.state != st.CACHED:
         return [paths]
+    # Earlier by their start (two runs of one second have ids in random order).
+    mine = _start(paths)
     earlier = sorted(
-        (p for p in paths.run_dir.parent.iterdir() if p.name < paths.run_dir.name),
+        (
+            RunPaths(p)
+            for p in paths.run_dir.parent.iterdir()
+            if RunPaths(p).state_db.exists() and _start(RunPaths(p)) < mine
+        ),
+        key=_start,
         reverse=True,
     )
-    return [paths, *(RunPaths(p) for p in earlier if RunPaths(p).state_db.exists())]
+    return [paths, *earlier]
+
+
+def _start(paths: RunPaths) -> tuple[float, str]:
+    """When a run started (its run.json), then its id: what orders a folder's runs."""
+    try:
+        started = float(json.loads(paths.run_info.read_text(encoding="utf-8"))["started"])
+    except (OSError, ValueError, KeyError, TypeError):
+        started = 0.0
+    return started, paths.run_dir.name
 
 
 def load_result(run_dir: str | Path, task_id: str) -> Any:

@@ -20,7 +20,6 @@ uses (``submit``, ``processing``, ``scheduler_info``, ``run``).
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
 import threading
@@ -35,6 +34,7 @@ from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import LIVE, kill_running
+from hpcflow.worker.nomain import worker_context
 from hpcflow.worker.shells import SHELLS
 
 log = logging.getLogger(__name__)
@@ -87,8 +87,8 @@ class PythonWorkers:
     def _current(self) -> ProcessPoolExecutor:
         with self._lock:
             if self._pool is None:
-                context = multiprocessing.get_context("forkserver")
-                context.set_forkserver_preload(["hpcflow.worker.chunk"])
+                # (Not the parent's main script: a notebook-style script would run again.)
+                context = worker_context(["hpcflow.worker.chunk"])
                 self._pool = ProcessPoolExecutor(
                     self.size,
                     mp_context=context,

@@ -289,3 +289,19 @@ def test_the_driver_stops_waiting_once_the_worker_launch_has_ended(tmp_path, wor
 def test_the_driver_says_how_many_workers_came_in_time(tmp_path, workerless_client):
     with pytest.raises(RunError, match="only 0 of 1 workers arrived within 2s"):
         await_workers(workerless_client, 1, 1.5, RunPaths(tmp_path))
+
+
+def test_the_driver_s_deadline_counts_from_the_allocation_s_start():
+    """The head marks when the allocation started (its own start: it is the batch script,
+    exec'd) for the driver it starts seconds later; a mark in the future, or none, falls
+    back to the driver's own start."""
+    import time
+
+    from hpcflow.bootstrap.head import STARTED_VARIABLE, allocation_started, process_started
+
+    started = process_started()
+    assert started <= time.time() and time.time() - started < 3600
+    assert allocation_started({STARTED_VARIABLE: "1000.5"}, 1010.0) == 1000.5
+    assert allocation_started({STARTED_VARIABLE: "2000"}, 1010.0) == 1010.0
+    assert allocation_started({STARTED_VARIABLE: "soon"}, 1010.0) == 1010.0
+    assert allocation_started({}, 1010.0) == 1010.0
