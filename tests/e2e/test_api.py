@@ -1,9 +1,11 @@
 """The Python API end to end: a notebook-style script that builds, runs and reads back a
 workflow, run as a real user script; a run read back in this process (states, tasks,
-logs, results as objects, failures, waiting for a run another process drives)."""
+logs, results as objects, failures, waiting for a run another process drives); and
+every example of docs/python-api.md, run as one script."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,7 +21,7 @@ from hpcflow.api import Run, RunStatus, TaskState, Workflow, open_run, runs
 from hpcflow.errors import RunError, SpecError
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.statedb import StateDB
-from tests.conftest import status_json
+from tests.conftest import REPO, status_json
 
 STEPS = '''\
 """The analysis: functions the workflow's python tasks call."""
@@ -260,3 +262,34 @@ def test_wait_follows_a_run_another_process_drives(tmp_path: Path) -> None:
     ender.start()
     assert run.wait(timeout=30) is run and run.ok
     ender.join()
+
+
+# -- docs/python-api.md -------------------------------------------------------------------
+
+DOC = REPO / "docs" / "python-api.md"
+
+
+def _doc_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", DOC.read_text(), flags=re.S)
+
+
+def test_the_python_api_page_runs(tmp_path: Path, env: dict) -> None:
+    found = _doc_blocks()
+    module, *rest = found
+    assert module.startswith("# steps.py\n")
+    (tmp_path / "steps.py").write_text(module)
+    run = [b for b in rest if "not run by the tests" not in b.splitlines()[0]]
+    assert len(run) == len(rest) - 1 >= 8
+    script = tmp_path / "session.py"
+    script.write_text("\n".join(run))
+    result = _run_script(script, env)
+    out = result.stdout
+    assert (
+        "- name: simulate\n  python: steps:simulate\n  foreach:\n    seed:\n      range: [0, 4]"
+        in out
+    )
+    assert "tasks[0].command: undefined placeholder {nothing}" in out
+    assert "tasks[1].needs[0]: needs unknown task 'c'" in out
+    assert "simulating seed 2" in out
+    assert "['simulate[seed=1]', 'summary']" in out
+    assert "['report', 'qc_a.check', 'qc_b.check']" in out
