@@ -114,7 +114,8 @@ def _load(
     """The included file's document (its own includes expanded), positions and model."""
     target = folder / file
     shown = os.path.normpath(os.path.join(os.path.dirname(positions.file_for(where)), file))
-    if target.is_dir():
+    inside = str((target / FOLDER_FILE).resolve())
+    if target.is_dir() or (reader.frozen is not None and inside in reader.frozen):
         target, shown = target / FOLDER_FILE, os.path.join(shown, FOLDER_FILE)
     target = target.resolve()
     at: Path = (*where, "file") if (*where, "file") in positions.values else where

@@ -241,3 +241,10 @@ def test_a_run_reads_the_included_files_it_was_planned_with(tmp_path):
     )
     assert [t.name for t in again.workflow.tasks] == ["q.trim", "q.count", "q.stats", "q.report"]
     assert [t.name for t in load_workflow(main).workflow.tasks] == ["q.other"]
+    # A node that does not see the included folder at all still plans the same tasks.
+    qc.unlink()
+    qc.parent.rmdir()
+    again = parse_workflow(
+        main.read_text(), str(main), source=main.resolve(), frozen_includes=planned.included
+    )
+    assert [t.name for t in again.workflow.tasks] == ["q.trim", "q.count", "q.stats", "q.report"]
