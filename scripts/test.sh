@@ -18,6 +18,8 @@ command -v ch-run >/dev/null || need_apt+=(charliecloud-runtime)
 command -v podman >/dev/null || need_apt+=(podman)
 command -v runc >/dev/null || need_apt+=(runc)
 [ -r /usr/share/lmod/lmod/init/bash ] || need_apt+=(lmod)
+# Environment Modules' modulecmd.tcl (unpacked below) runs on /usr/bin/tclsh8.6.
+command -v tclsh8.6 >/dev/null || need_apt+=(tcl8.6)
 dpkg -s busybox-static >/dev/null 2>&1 || need_apt+=(busybox-static)
 # SquashFS images for Charliecloud.
 command -v mksquashfs >/dev/null || need_apt+=(squashfs-tools)
@@ -25,6 +27,43 @@ if [ "${#need_apt[@]}" -gt 0 ]; then
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
+# Environment Modules 5 (the Tcl modulecmd) as well as Lmod: its Debian package conflicts
+# with lmod, so it is unpacked, not installed, into a private prefix (the compute nodes of
+# the test cluster see it too), with its absolute paths pointed there. The tests source
+# $ENVMODULES/usr/share/modules/init/bash (tests/e2e/software_images.py).
+ENVMODULES=/opt/hpcflow-test/environment-modules
+if [ ! -e "$ENVMODULES/.unpacked" ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "test.sh: not root: Environment Modules is not unpacked into $ENVMODULES;" \
+             "its tests will skip" >&2
+    else
+        mkdir -p "$(dirname "$ENVMODULES")"
+        em_tmp=$(mktemp -d "$(dirname "$ENVMODULES")/.environment-modules.XXXXXX")
+        chown _apt "$em_tmp" 2>/dev/null || true  # apt-get download drops to user _apt
+        if ! (cd "$em_tmp" && apt-get download -qq environment-modules 2>/dev/null); then
+            apt-get update -qq
+            (cd "$em_tmp" && apt-get download -qq environment-modules)
+        fi
+        em_deb=$(echo "$em_tmp"/environment-modules_*.deb)
+        dpkg -x "$em_deb" "$em_tmp/root"
+        # One pass, so a rewritten path is not rewritten again.
+        grep -rlIZ -e /usr/share/modules -e /etc/environment-modules \
+            -e /usr/lib/x86_64-linux-gnu "$em_tmp/root" | xargs -0 sed -i \
+            "s#\\(/usr/share/modules\\|/etc/environment-modules\\|/usr/lib/x86_64-linux-gnu\\)#$ENVMODULES\\1#g"
+        find "$em_tmp/root" -type l | while read -r link; do
+            target=$(readlink "$link")
+            case "$target" in /*) ln -sfn "$ENVMODULES$target" "$link" ;; esac
+        done
+        rm -rf "$ENVMODULES"
+        mv "$em_tmp/root" "$ENVMODULES"
+        env -i PATH=/usr/bin:/bin bash -c '. "$1" && module --version' _ \
+            "$ENVMODULES/usr/share/modules/init/bash" >/dev/null 2>&1 \
+            || { echo "test.sh: the unpacked Environment Modules in $ENVMODULES does not work" >&2; exit 1; }
+        dpkg-deb -f "$em_deb" Version > "$ENVMODULES/.unpacked"  # last: it marks success
+        rm -rf "$em_tmp"
+    fi
+fi
+
 # SLURM, munge, the PBS front ends and Open MPI for the integration tests.
 bash slurm/install-deps.sh --accounting
 

@@ -3,7 +3,8 @@ registry is reachable here): a root file system of busybox (every applet a link,
 too), a marker only the image has, and the folders the tests mount onto (Charliecloud
 mounts only onto folders the image already has). A Python-capable image also holds the
 C libraries this machine's interpreter and its extension modules need; the interpreter's
-own folder is mounted in by the workflow that uses it."""
+own folder is mounted in by the workflow that uses it. Also module trees, for Lmod
+(Lua modulefiles) and Environment Modules (Tcl)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from tests.slurm_cluster import slurm_required
 
 APPLETS = "sh echo cat ls env true false pwd printf mkdir sleep test [ id touch rm hostname".split()
 
@@ -79,17 +84,49 @@ def _shared_libraries(binaries: list[object]) -> set[str]:
     return found
 
 
-def lmod_tree(root: Path) -> Path:
-    """A MODULEPATH folder holding hpctool/1.0 (a Lua modulefile that puts a tool on PATH
-    and sets HPCTOOL_VERSION); returns it."""
+#: Environment Modules 5 (the Tcl ``modulecmd.tcl``), unpacked by scripts/test.sh into
+#: this private prefix: its Debian package conflicts with lmod, so it is not installed.
+ENVIRONMENT_MODULES = Path("/opt/hpcflow-test/environment-modules")
+#: The file a profile's ``modules_init`` names to get its ``module`` command.
+ENVIRONMENT_MODULES_INIT = ENVIRONMENT_MODULES / "usr" / "share" / "modules" / "init" / "bash"
+#: For tests that need it: where scripts/test.sh has unpacked it (as root, CI) they must
+#: run, never skip.
+requires_environment_modules = pytest.mark.skipif(
+    not ENVIRONMENT_MODULES_INIT.is_file() and not slurm_required(),
+    reason=f"needs Environment Modules unpacked in {ENVIRONMENT_MODULES} "
+    "(scripts/test.sh unpacks it, as root)",
+)
+
+
+def _hpctool(root: Path) -> tuple[Path, Path]:
+    """A folder holding the ``hpctool`` program, and the (new) modulefiles folder."""
     tools = root / "tools" / "bin"
     tools.mkdir(parents=True)
     tool = tools / "hpctool"
     tool.write_text("#!/bin/sh\necho hpctool 1.0\n")
     tool.chmod(0o755)
-    modules = root / "modulefiles" / "hpctool"
-    modules.mkdir(parents=True)
-    (modules / "1.0.lua").write_text(
+    modules = root / "modulefiles"
+    (modules / "hpctool").mkdir(parents=True)
+    return tools, modules
+
+
+def lmod_tree(root: Path) -> Path:
+    """A MODULEPATH folder holding hpctool/1.0 (a Lua modulefile that puts a tool on PATH
+    and sets HPCTOOL_VERSION); returns it."""
+    tools, modules = _hpctool(root)
+    (modules / "hpctool" / "1.0.lua").write_text(
         f'prepend_path("PATH", "{tools}")\nsetenv("HPCTOOL_VERSION", "1.0")\n'
     )
-    return root / "modulefiles"
+    return modules
+
+
+def tcl_module_tree(root: Path) -> Path:
+    """A MODULEPATH folder of Tcl modulefiles (what Environment Modules reads): hpctool/1.0
+    as in :func:`lmod_tree`, and sitewide/1.0, which sets SITEWIDE=1; returns it."""
+    tools, modules = _hpctool(root)
+    (modules / "hpctool" / "1.0").write_text(
+        f"#%Module1.0\nprepend-path PATH {{{tools}}}\nsetenv HPCTOOL_VERSION 1.0\n"
+    )
+    (modules / "sitewide").mkdir()
+    (modules / "sitewide" / "1.0").write_text("#%Module1.0\nsetenv SITEWIDE 1\n")
+    return modules

@@ -1,8 +1,9 @@
 """Tasks in software environments on the real test SLURM cluster, where every node is its
 own host (network and mount namespace, GlusterFS client): an MPI task whose ranks each
 start in a Charliecloud image on two nodes (``srun ... ch-run IMAGE -- prog``), a real
-mpi4py allreduce inside an image with the host's MPI mounted in, and the same
-environments in jobs and elastic mode (modules, a container, a python task inside one)."""
+mpi4py allreduce inside an image with the host's MPI mounted in, the same
+environments in jobs and elastic mode (modules, a container, a python task inside one),
+and modules loaded on the nodes with Environment Modules (the profile's modules_init)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import write_workflow
-from tests.e2e.software_images import busybox_rootfs, lmod_tree, python_rootfs
+from tests.e2e.software_images import (
+    ENVIRONMENT_MODULES,
+    ENVIRONMENT_MODULES_INIT,
+    busybox_rootfs,
+    lmod_tree,
+    python_rootfs,
+    requires_environment_modules,
+    tcl_module_tree,
+)
 from tests.integration.slurm.conftest import run_logs
 
 pytestmark = pytest.mark.slurm
@@ -85,6 +94,42 @@ tasks:
 
     run_dir = next((tmp_path / ".hpcflow" / "runs").iterdir())
     assert hpcflow.load_result(run_dir, "py") == f"{mode}:py"
+
+
+@requires_environment_modules
+@pytest.mark.parametrize("mode", ["pilot", "jobs"])
+def test_environment_modules_load_on_the_nodes(tmp_path, hpcflow_slurm, mode):
+    """The profile's modules_init travels to where tasks start (the pilot's driver, each
+    batch job) and is sourced on the node; a missing module fails only its task."""
+    modulepath = tcl_module_tree(tmp_path / "modules")
+    shipped = Path(__file__).resolve().parents[3] / "hpcflow" / "settings" / "profiles"
+    profile = tmp_path / "slurm-test-environment-modules.yaml"
+    profile.write_text(
+        (shipped / "slurm-test.yaml").read_text() + f"modules_init: {ENVIRONMENT_MODULES_INIT}\n"
+    )
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: envmodules-{mode}
+tasks:
+  - name: with_module
+    modules: [hpctool/1.0]
+    env: {{MODULEPATH: {modulepath}}}
+    command: hpctool > m.txt && echo "$MODULES_CMD" >> m.txt && echo "$SLURMD_NODENAME" >> m.txt
+    outputs: [m.txt]
+  - name: missing
+    modules: [nope/9]
+    env: {{MODULEPATH: {modulepath}}}
+    command: touch ran_missing
+""",
+    )
+    result = hpcflow_slurm("run", str(wf), "--profile", str(profile), "--mode", mode, timeout=300)
+    assert result.returncode == 1, result.output + run_logs(tmp_path)
+    tool, modulecmd, node = (tmp_path / "m.txt").read_text().splitlines()
+    assert tool == "hpctool 1.0" and node.startswith("n"), node
+    assert modulecmd == str(ENVIRONMENT_MODULES / "usr/lib/x86_64-linux-gnu/modulecmd.tcl")
+    assert "hpcflow: module load nope/9 failed" in result.stdout, result.output
+    assert not (tmp_path / "ran_missing").exists()
 
 
 def test_mpi4py_allreduce_inside_an_image_with_the_host_mpi_mounted(tmp_path, hpcflow_slurm):
