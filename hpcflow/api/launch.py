@@ -81,8 +81,11 @@ class RunPlan:
 
     @property
     def order(self) -> list[str]:
-        """The task names in the order of the workflow (a progress display's rows)."""
-        return list(self.prepared.graph.counts_by_task())
+        """The task names in the order of the workflow (a progress display's rows),
+        then those not planned yet (a fan-out: they are planned during the run)."""
+        graph = self.prepared.graph
+        later = [graph.templates[i].spec.name for i in sorted(graph.waiting)]
+        return [*graph.counts_by_task(), *later]
 
     def execute(
         self, observer: Observer | None = None, on_submit: OnSubmit | None = None

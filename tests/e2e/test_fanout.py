@@ -5,6 +5,7 @@ kill in the middle of the fan-out), failures and an empty split."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -75,7 +76,10 @@ def test_a_sweep_over_the_files_a_task_made_is_planned_when_it_ends(tmp_path, hp
     assert ran(hpcflow("run", str(wf), "-q", *args)) == 0
     # A new input: split runs again, and so does the fan-out below it (now 6 chunks).
     (tmp_path / "input.txt").write_text("".join(f"line {i}\n" for i in range(11)))
-    assert ran(hpcflow("run", str(wf), "-q", *args)) == 8  # all but other
+    shown = hpcflow("run", str(wf), *args)
+    assert ran(shown) == 8  # all but other
+    # The summary table has a row for the tasks planned during the run.
+    assert re.search(r"^count\s+6\s+0\s+0\s+0\s+0\s+0\s.*\s6$", shown.stdout, re.M), shown.stdout
     assert (tmp_path / "total.txt").read_text() == "11\n"
 
 
