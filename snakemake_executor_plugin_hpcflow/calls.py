@@ -2,7 +2,9 @@
 
 The call runs the job's command (Snakemake's own ``format_job_exec``) as a shell task with
 its logs in ``RUN_DIR/tasks/SLUG/``, by the worker code of hpcflow's own tasks
-(:func:`hpcflow.worker.chunk.run_chunk`); :func:`job_key` names it for Dask (and for
+(:func:`hpcflow.worker.chunk.run_chunk`), or, when the command is one the warm runner
+reads, through the worker's warm runner (:func:`snakemake_executor_plugin_hpcflow.warm.
+run_warm`), which falls back to the same call; :func:`job_key` names it for Dask (and for
 Snakemake, as the job's external id); :func:`check_fits` refuses, before it is sent, a job
 no worker could ever hold (Dask would keep it waiting forever).
 """
@@ -19,7 +21,9 @@ from hpcflow.store.paths import RunPaths
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import kill_on_workers
+from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
+from snakemake_executor_plugin_hpcflow.warm import run_warm
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +83,22 @@ def job_key(task: TaskRequest, call: TaskCall) -> str:
     return f"snakemake-{task.slug}-{task.attempt}-{call.index}"
 
 
-def send(client: Any, task: TaskRequest, call: TaskCall) -> Any:
-    """Submit ``call`` to the Dask ``client``; the future resolves to ``[Outcome]``."""
+def send(
+    client: Any,
+    task: TaskRequest,
+    call: TaskCall,
+    warm: JobCommand | None = None,
+    warm_logs: str = "",
+) -> Any:
+    """Submit ``call`` to the Dask ``client`` (through a warm runner when ``warm`` is
+    given; its logs go to ``warm_logs``); the future resolves to ``[Outcome]``."""
     key = job_key(task, call)
-    return client.submit(run_chunk, [call], key=key, resources=task.dask_resources, pure=False)
+    resources = task.dask_resources
+    if warm is not None:
+        return client.submit(
+            run_warm, call, warm, warm_logs, key=key, resources=resources, pure=False
+        )
+    return client.submit(run_chunk, [call], key=key, resources=resources, pure=False)
 
 
 def cancel_calls(client: Any, futures: list[Any]) -> None:

@@ -25,6 +25,7 @@ from hpcflow.store import statedb as st
 from hpcflow.worker.calls import Outcome
 from hpcflow.worker.local_cluster import LocalCapacity
 from snakemake_executor_plugin_hpcflow.calls import job_key
+from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand, NotWarm
 from snakemake_executor_plugin_hpcflow.record import Ended
 from snakemake_executor_plugin_hpcflow.session import (
     ElasticSession,
@@ -97,6 +98,7 @@ class Executor(RemoteExecutor):
         if self.session is None:
             try:
                 session = make_session(self.settings, Path(os.getcwd()), self.workflow)
+                session.warm_runner = self.settings.runner != "command"
                 self.session = session
                 session.start()
             except HpcflowError as exc:
@@ -123,10 +125,12 @@ class Executor(RemoteExecutor):
             session.record.error(str(exc))
             raise WorkflowError(str(exc)) from None
         self._note_placement(session, task)
-        call = session.call_for(task, self.format_job_exec(job))
+        command = self.format_job_exec(job)
+        call = session.call_for(task, command)
+        warm = self._warm(session, task, command)
         row = session.record.started(task)
         # None while a continuation allocation is on its way: sent by check_active_jobs.
-        future = session.submit(task, call)
+        future = session.submit(task, call, warm)
         self.report_job_submission(
             SubmittedJobInfo(
                 job=job,
@@ -135,12 +139,27 @@ class Executor(RemoteExecutor):
                     "future": future,
                     "task": task,
                     "call": call,
+                    "warm": warm,
                     "row": row,
                     "stdout": call.stdout,
                     "stderr": call.stderr,
                 },
             )
         )
+
+    def _warm(self, session: Session, task: TaskRequest, command: str) -> JobCommand | None:
+        """The job's command for a warm runner, or None: it runs as it is (said once
+        per reason)."""
+        try:
+            return session.warm_command(command)
+        except NotWarm as exc:
+            if ("warm", str(exc)) not in self._noted:
+                self._noted.add(("warm", str(exc)))
+                self.logger.info(
+                    f"{task.task_id} (and jobs like it) runs Snakemake's own job command, "
+                    f"not a warm runner: {exc}"
+                )
+            return None
 
     def _note_placement(self, session: Session, task: TaskRequest) -> None:
         """Say once per value when a job asks for a partition or account other than the
@@ -204,7 +223,9 @@ class Executor(RemoteExecutor):
             # Waiting for a continuation allocation: sent once its cluster takes them.
             aux = job_info.aux or {}
             try:
-                future = session.submit(aux["task"], aux["call"]) if session else None
+                future = (
+                    session.submit(aux["task"], aux["call"], aux.get("warm")) if session else None
+                )
             except Exception as exc:  # e.g. the new client closing again: next check
                 log.debug("could not send %s yet: %s", job_info.external_jobid, exc)
                 future = None

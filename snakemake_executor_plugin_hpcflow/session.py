@@ -26,6 +26,7 @@ from snakemake_executor_plugin_hpcflow.calls import (
     send,
     task_call,
 )
+from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand, read_job_command
 from snakemake_executor_plugin_hpcflow.record import RunRecord, create_run_dir
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 from snakemake_executor_plugin_hpcflow.workers import LocalWorkers, Workers
@@ -58,6 +59,8 @@ class Session:
         self._closed = False
         self._lock = threading.Lock()
         self._calls = itertools.count(1)  # the run's call numbers (next() is atomic)
+        #: Jobs run through warm runners where their command allows (else as commands).
+        self.warm_runner = True
 
     @property
     def client(self) -> Any:
@@ -128,13 +131,31 @@ class Session:
             raise RuntimeError("the session has not been started")
         return task_call(task, command, self.paths, self.workdir, next(self._calls))
 
-    def submit(self, task: TaskRequest, call: TaskCall) -> Any:
-        """Send one call to the cluster; the Dask future resolves to ``[Outcome]``.
+    def warm_command(self, command: str) -> JobCommand | None:
+        """``command`` as a warm runner runs it, or None when the warm runner is off.
+
+        Raises :class:`~snakemake_executor_plugin_hpcflow.jobcommand.NotWarm` for a
+        command the warm runner does not honour (it runs as it is).
+        """
+        if not self.warm_runner:
+            return None
+        return read_job_command(command, str(self.workdir))
+
+    @property
+    def warm_logs(self) -> str:
+        """Where the warm runners of this run write their logs (one file each)."""
+        return str(self.paths.run_dir / "warm") if self.paths is not None else ""
+
+    def submit(self, task: TaskRequest, call: TaskCall, warm: JobCommand | None = None) -> Any:
+        """Send one call to the cluster (through a warm runner when ``warm`` is given);
+        the Dask future resolves to ``[Outcome]``.
 
         None while there is no cluster to send it to (a continuation allocation is on
         its way): the caller keeps the call and tries again later.
         """
-        return send(self.client, task, call) if self.client is not None else None
+        if self.client is None:
+            return None
+        return send(self.client, task, call, warm, self.warm_logs)
 
     def cancel(self, futures: list[Any]) -> None:
         """Cancel ``futures`` and kill every task process the workers are running."""
@@ -224,8 +245,8 @@ class ElasticSession(_BatchSession):
         if self.elastic is not None:
             self.record.set_meta(**self.elastic.meta())
 
-    def submit(self, task: TaskRequest, call: TaskCall) -> Any:
-        future = super().submit(task, call)
+    def submit(self, task: TaskRequest, call: TaskCall, warm: JobCommand | None = None) -> Any:
+        future = super().submit(task, call, warm)
         if future is not None:
             self.pending.add(future, task)
         return future

@@ -12,6 +12,7 @@ from typing import Optional
 from snakemake_interface_executor_plugins.settings import ExecutorSettingsBase
 
 MODES = ("local", "pilot", "elastic")
+RUNNERS = ("warm", "command")
 TRANSPORTS = ("tcp", "tls", "ucx")
 
 
@@ -91,6 +92,18 @@ class ExecutorSettings(ExecutorSettingsBase):
         metadata={
             "help": "seconds between checks of the running jobs; a check reads hpcflow's "
             "in-memory Dask futures and never queries the batch system",
+            "env_var": False,
+            "required": False,
+        },
+    )
+    runner: str = field(
+        default="warm",
+        metadata={
+            "help": "how a worker runs a job: 'warm' (a runner per worker that has imported "
+            "Snakemake and loaded the workflow once forks a process per job; jobs it cannot "
+            "take run their command) or 'command' (Snakemake's own job command, `python -m "
+            "snakemake --mode remote ...`, for every job)",
+            "choices": list(RUNNERS),
             "env_var": False,
             "required": False,
         },

@@ -29,7 +29,7 @@ from hpcflow.store.values import load_value, save_value
 from hpcflow.worker import checkpoints
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.gpus import worker_devices
-from hpcflow.worker.groups import LIVE, signal_group
+from hpcflow.worker.groups import LIVE, Deadline, signal_group
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import LazyFile, ensure_dir
 from hpcflow.worker.values import arguments, encode_call, file_stats
@@ -282,26 +282,13 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     LIVE.add(pgid)
     if call.checkpoint_signal:
         checkpoints.started(call.index, call.attempt, pgid)
-    timer = None
-    timed_out = threading.Event()
-    if call.timeout is not None:
-
-        def _expire() -> None:
-            timed_out.set()
-            signal_group(pgid, signal.SIGTERM)
-            time.sleep(1.0)
-            signal_group(pgid, signal.SIGKILL)
-
-        timer = threading.Timer(call.timeout, _expire)
-        timer.daemon = True
-        timer.start()
+    deadline = Deadline(pgid, call.timeout)
     try:
         if proc.stdin is not None:
             _send_call(proc.stdin, call)
         status, usage = _drain_and_wait(proc, call.stdout, call.stderr)
     finally:
-        if timer is not None:
-            timer.cancel()
+        deadline.cancel()
         # Kill stragglers the task left in its group (e.g. backgrounded children).
         signal_group(pgid, signal.SIGKILL)
         LIVE.discard(pgid)
@@ -312,7 +299,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if interrupted and code != 0:
         name = signal.Signals(call.checkpoint_signal).name
         return code, peak, f"{INTERRUPTED_BY} {name} before the walltime (exit {code})"
-    if timed_out.is_set():
+    if deadline.expired.is_set():
         return (code if code != 0 else -signal.SIGTERM), peak, f"timed out after {call.timeout:g}s"
     if code < 0:
         return code, peak, f"killed by signal {signal.Signals(-code).name}"

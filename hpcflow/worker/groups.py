@@ -79,6 +79,30 @@ def kill_on_workers(client: Any) -> None:
         log.debug("kill_running failed: %s", exc)
 
 
+class Deadline:
+    """Ends a process group that runs past its time: SIGTERM after ``seconds`` (None:
+    never), SIGKILL one second later. ``expired`` is set once it fired; :meth:`cancel`
+    it when the group has ended."""
+
+    def __init__(self, pgid: int, seconds: float | None) -> None:
+        self.expired = threading.Event()
+        self._timer: threading.Timer | None = None
+        if seconds is not None:
+            self._timer = threading.Timer(seconds, self._expire, (pgid,))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _expire(self, pgid: int) -> None:
+        self.expired.set()
+        signal_group(pgid, signal.SIGTERM)
+        time.sleep(1.0)
+        signal_group(pgid, signal.SIGKILL)
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def signal_group(pgid: int, sig: int) -> None:
     """Send ``sig`` to group ``pgid``; a group that is gone already is fine."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

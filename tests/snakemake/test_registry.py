@@ -45,6 +45,7 @@ class TestHpcflowRegistry(TestRegistryBase):
         assert settings.partition == "debug"
         assert settings.account == "proj1"
         assert settings.poll_interval == 0.25
+        assert settings.runner == "command"
 
     def get_example_args(self):
         return [
@@ -56,6 +57,7 @@ class TestHpcflowRegistry(TestRegistryBase):
             "--hpcflow-partition", "debug",
             "--hpcflow-account", "proj1",
             "--hpcflow-poll-interval", "0.25",
+            "--hpcflow-runner", "command",
         ]  # fmt: skip
 
 
@@ -78,6 +80,7 @@ def test_every_flag_has_help_text():
         "--hpcflow-partition",
         "--hpcflow-account",
         "--hpcflow-poll-interval",
+        "--hpcflow-runner",
     }
     assert all(text and len(text) > 20 for text in flags.values())
 
