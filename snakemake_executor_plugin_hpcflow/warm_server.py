@@ -125,6 +125,7 @@ class WarmServer:
     def serve(self) -> None:
         self.served = True
         self.watched = {path: _signature(path) for path in _watched_files(self.workflow)}
+        log.info("loaded; answers stale once one of these changes: %s", ", ".join(self.watched))
         _warm_imports()
         wire.send(self.control, {"ready": True, "pid": os.getpid()})
         self.selector.register(self.control, selectors.EVENT_READ, None)
@@ -318,7 +319,7 @@ def _watched_files(workflow: Any) -> list[str]:
     paths: list[str] = []
     for source in workflow.included:
         try:
-            path = source.get_path_or_uri()
+            path = source.get_path_or_uri(secret_free=True)
         except Exception as exc:  # not a plain file (a URL): nothing to watch
             log.debug("not watching %s: %s", source, exc)
             continue
