@@ -27,6 +27,7 @@ STYLE = {
     "snakemake_greedy": ("tab:orange", "v"),
     "parsl_htex": ("tab:green", "D"),
     "dask": ("tab:purple", "P"),
+    "hyperqueue": ("tab:brown", "X"),
 }
 
 

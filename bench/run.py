@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""hpcflow benchmark: hpcflow vs. the no-tool floor, Snakemake, Parsl and Dask.
+"""hpcflow benchmark: hpcflow vs. the no-tool floor, Snakemake, Parsl, Dask and HyperQueue.
 
 One invocation measures every tool side by side, round-robin across
 repetitions. Each measurement is a fresh child process, timed end to end
@@ -43,13 +43,13 @@ from workloads import (  # noqa: E402
     snakefile,
 )
 
-TOOLS = ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex", "dask"]
-PEERS = ["snakemake", "snakemake_greedy", "parsl_htex", "dask"]
+TOOLS = ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex", "dask", "hyperqueue"]
+PEERS = ["snakemake", "snakemake_greedy", "parsl_htex", "dask", "hyperqueue"]
 #: The tools each workload is measured with (``--tools`` narrows these).
 TOOLS_FOR = {
-    "W1": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex"],
-    "W2": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex"],
-    "W3": ["floor", "hpcflow", "parsl_htex", "dask"],
+    "W1": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex", "hyperqueue"],
+    "W2": ["floor", "hpcflow", "snakemake", "snakemake_greedy", "parsl_htex", "hyperqueue"],
+    "W3": ["floor", "hpcflow", "parsl_htex", "dask", "hyperqueue"],
     "W4": ["floor", "hpcflow", "snakemake"],
     "W5": ["hpcflow", "snakemake"],
     "W6": ["hpcflow", "snakemake"],
@@ -65,6 +65,9 @@ TOOL_DESC = {
     "snakemake_greedy": "snakemake --cores 2 -q --scheduler greedy",
     "parsl_htex": "Parsl bash_app, HighThroughputExecutor + LocalProvider, 2 workers",
     "dask": "not used for shell tasks",
+    "hyperqueue": "HyperQueue Python API (bench/child_hq.py): LocalCluster, server and one "
+    "2-core worker in the child; one job of `bash -c CMD` program tasks (1 CPU each; W2's "
+    "edges as task dependencies), stdout/stderr not kept",
 }
 TOOL_DESC_FOR = {
     "W3": {
@@ -74,6 +77,9 @@ TOOL_DESC_FOR = {
         "parsl_htex": "Parsl python_app, HighThroughputExecutor + LocalProvider, 2 workers",
         "dask": "plain Dask: client.map(inc, range(N)) + gather, LocalCluster(2 worker "
         "processes x 1 thread)",
+        "hyperqueue": "HyperQueue Python API: job.function(inc, args=(x,)) per call on a "
+        "LocalCluster with one 2-core worker; each task is a fresh Python process; HQ keeps "
+        "no return value, so inc prints it and the sum of the tasks' stdout files is checked",
     },
     "W4": {
         "floor": "no tool: os.path.exists over the N outputs",
@@ -89,6 +95,13 @@ TOOL_DESC_FOR = {
 }
 TOOL_DESC_FOR["W6"] = TOOL_DESC_FOR["W5"]
 SLOTS = 2
+#: Tools driven by a child script of bench/: (script, run with the peers venv's python).
+CHILD_SCRIPTS = {
+    "floor": ("child_floor.py", False),
+    "dask": ("child_dask.py", False),
+    "parsl_htex": ("child_parsl.py", True),
+    "hyperqueue": ("child_hq.py", True),
+}
 
 # Issue targets.
 TARGET_FLOOR_RATIO = {"W1": 1.5, "W2": 2.0}
@@ -145,16 +158,8 @@ class Setup:
         if w.key == "W3" and tool == "hpcflow":
             with open(os.path.join(workdir, W3_MODULE + ".py"), "w") as fh:
                 fh.write(W3_SOURCE)
-        if tool == "dask":
-            return (
-                [self.python, os.path.join(HERE, "child_dask.py"), w.key, str(w.n)],
-                self.env_project,
-            )
-        if tool == "floor":
-            return (
-                [self.python, os.path.join(HERE, "child_floor.py"), w.key, str(w.n)],
-                self.env_project,
-            )
+        if tool in CHILD_SCRIPTS:
+            return self.child(tool, w)
         if tool == "hpcflow":
             with open(os.path.join(workdir, "workflow.yaml"), "w") as fh:
                 fh.write(hpcflow_yaml(w))
@@ -169,17 +174,14 @@ class Setup:
             if tool == "snakemake_greedy":
                 argv += ["--scheduler", "greedy"]
             return argv, self.env_peers
-        if tool == "parsl_htex":
-            return (
-                [
-                    os.path.join(self.peers_bin, "python"),
-                    os.path.join(HERE, "child_parsl.py"),
-                    w.key,
-                    str(w.n),
-                ],
-                self.env_peers,
-            )
         raise ValueError(tool)
+
+    def child(self, tool: str, w: Workload) -> tuple[list[str], dict[str, str]]:
+        """The argv and env of a tool that a child script of bench/ drives."""
+        script, peers = CHILD_SCRIPTS[tool]
+        python = os.path.join(self.peers_bin, "python") if peers else self.python
+        argv = [python, os.path.join(HERE, script), w.key, str(w.n)]
+        return argv, self.env_peers if peers else self.env_project
 
     def _prepare_w4(
         self, tool: str, w: Workload, workdir: str, timeout: float
@@ -203,10 +205,7 @@ class Setup:
             with open(os.path.join(workdir, t.output), "w") as fh:
                 fh.write(t.content)
         if tool == "floor":
-            return (
-                [self.python, os.path.join(HERE, "child_floor.py"), w.key, str(w.n)],
-                self.env_project,
-            )
+            return self.child(tool, w)
         if tool == "snakemake":
             with open(os.path.join(workdir, "Snakefile"), "w") as fh:
                 fh.write(snakefile(w))
@@ -379,7 +378,8 @@ def environment(setup: Setup) -> dict[str, str]:
     peers_py = os.path.join(setup.peers_bin, "python")
     peers = (
         _pkg_versions(
-            peers_py, ["snakemake", "parsl", "dask", "psutil", "pulp", "pyzmq", "matplotlib"]
+            peers_py,
+            ["snakemake", "parsl", "hyperqueue", "dask", "psutil", "pulp", "pyzmq", "matplotlib"],
         )
         if os.path.exists(peers_py)
         else {}
@@ -431,6 +431,7 @@ def environment(setup: Setup) -> dict[str, str]:
         "hpcflow": (hv or "not installed") + f" (CLI: {_rel(setup.hpcflow)})",
         "snakemake": peers.get("snakemake", "not installed"),
         "parsl": peers.get("parsl", "not installed"),
+        "hyperqueue": peers.get("hyperqueue", "not installed"),
         "dask": (
             f"{dask}, distributed {proj.get('distributed', '?')} (project venv: hpcflow's "
             "engine, and plain Dask in W3)"
@@ -559,7 +560,8 @@ def verify(
         done = _count(tasks, workdir)
         return done, "" if done == len(tasks) else f"only {done}/{len(tasks)} outputs correct"
     if w.key == "W3":
-        # floor, Parsl and Dask check the sum of the results themselves (rc != 0 if wrong)
+        # floor, Parsl, Dask and HyperQueue check the sum of the results themselves
+        # (rc != 0 if wrong)
         if tool == "hpcflow" and f"{w.n} ran, 0 up to date, 0 failed" not in text:
             return 0, "hpcflow did not report all W3 tasks as run"
         return (w.n if m.rc == 0 else 0), ""
@@ -676,12 +678,22 @@ def targets(all_stats: dict[str, dict[str, dict]], pilot: list[dict] | None) -> 
                     note = f" (Parsl is {pf.fmt('x')} the floor itself)"
                 name = "snakemake (default scheduler)" if peer == "snakemake" else peer
                 line(f"{label}: hpcflow ≥ {need:g}× faster than {name}", sp.fmt("x") + note, v)
+        if key in ("W1", "W2") and "hyperqueue" in st and "hpcflow" in st:
+            # Issue 22 adds HyperQueue as a peer without a target of its own.
+            sp = med(st, "hyperqueue") / hpc
+            note = ""
+            if "floor" in st:
+                note = f" (HyperQueue is {(med(st, 'hyperqueue') / floor).fmt('x')} the floor)"
+            out.append(
+                f"- {label}: hpcflow versus hyperqueue (report only): hpcflow "
+                f"{sp.fmt('x')} faster{note}"
+            )
         if key == "W3" and "hpcflow" in st:
             n = int(label.split("=")[1])
             tps = Bound(float(n)) / hpc if hpc.value else Bound(None)
             extra = ", ".join(
                 f"{(med(st, p) / hpc).fmt('x')} faster than {p}"
-                for p in ("parsl_htex", "dask")
+                for p in ("parsl_htex", "dask", "hyperqueue")
                 if p in st
             )
             line(
@@ -727,11 +739,13 @@ def targets(all_stats: dict[str, dict[str, dict]], pilot: list[dict] | None) -> 
     if pilot:
         for r in pilot:
             out.append(
-                f"- W7 pilot on the local test SLURM, {r.get('tasks')} tasks (report only): "
+                f"- W7 pilot on the local test SLURM, {r.get('tool', 'hpcflow')}, "
+                f"{r.get('tasks')} tasks (report only): "
                 f"{'ok' if r.get('ok') else 'FAILED'}, {r.get('tasks_per_s')} tasks/s over "
                 f"{r.get('wall_s')} s; {r.get('sbatch_calls')} sbatch, "
                 f"{r.get('squeue_calls')} squeue, {r.get('sacct_calls')} sacct calls; "
                 f"sbatch → first task {r.get('submit_to_first_task_s')} s"
+                + (f"; {r['error']}" if r.get("error") else "")
             )
     return out
 

@@ -90,3 +90,83 @@ def test_the_work_directories_file_system_is_named(harness, tmp_path) -> None:
     assert harness.filesystem_of(str(tmp_path)) not in ("", "?")
     root = harness.default_workdir_root()
     assert root is None or harness.filesystem_of(root) == "tmpfs"
+
+
+def test_hyperqueue_is_a_peer_of_w1_to_w3_checked_like_the_others(harness, tmp_path) -> None:
+    """HyperQueue (issue 22) runs in the same invocation as the other peers: W1 and W2 as
+    shell tasks, W3 as Python functions, its child started with the peers venv's python;
+    its W1 outputs pass or fail the same check as every tool's."""
+    import argparse
+
+    for key in ("W1", "W2", "W3"):
+        assert "hyperqueue" in harness.tools_for(harness.Workload(key, 10), harness.TOOLS, False)
+    setup = harness.Setup(
+        argparse.Namespace(hpcflow=str(tmp_path / "hpcflow"), peers_venv=str(tmp_path / "p"))
+    )
+    w = harness.Workload("W1", 3)
+    argv, env = setup.prepare("hyperqueue", w, str(tmp_path), 10.0)
+    assert argv[0] == str(tmp_path / "p" / "bin" / "python")
+    assert argv[1:] == [str(BENCH / "child_hq.py"), "W1", "3"]
+    assert env is setup.env_peers
+    for t in w.tasks():
+        (tmp_path / t.output).write_text(t.content)
+    ran = harness.Measurement(argv=argv, rc=0)
+    assert harness.verify("hyperqueue", w, w.tasks(), str(tmp_path), ran, {}) == (3, "")
+    (tmp_path / "out_1.txt").write_text("wrong\n")
+    done, error = harness.verify("hyperqueue", w, w.tasks(), str(tmp_path), ran, {})
+    assert done == 2 and error == "only 2/3 outputs correct"
+
+
+def test_the_hq_child_sums_w3_results_from_each_tasks_stdout(harness, tmp_path) -> None:
+    """HQ keeps no return value of a function task: inc prints it and the child adds up
+    the stdout files HQ wrote, so a missing or wrong result fails the W3 check."""
+    import child_hq  # bench/child_hq.py (imports hyperqueue only when run)
+    from workloads import w3_expected_sum
+
+    for x in range(5):
+        (tmp_path / f"{x}.out").write_text(f"{child_hq.inc(x)}\n")
+    assert child_hq.w3_sum(str(tmp_path), 5) == (w3_expected_sum(5), 5)
+    (tmp_path / "3.out").unlink()
+    assert child_hq.w3_sum(str(tmp_path), 5)[1] == 4
+    assert child_hq.w3_sum(str(tmp_path), 5)[0] != w3_expected_sum(5)
+
+
+def test_the_hq_child_gives_w2_edges_as_task_dependencies(harness) -> None:
+    import child_hq
+
+    class FakeJob:
+        def __init__(self) -> None:
+            self.made: list[tuple[list[str], list[int]]] = []
+
+        def program(self, args, *, stdout, stderr, deps):
+            assert stdout is None and stderr is None
+            self.made.append((args, [self.made.index(d) for d in deps]))
+            return self.made[-1]
+
+    tasks = harness.Workload("W2", 2, width=3).tasks()
+    job = FakeJob()
+    child_hq.build_shell_job(job, tasks)
+    assert [args for args, _ in job.made] == [["bash", "-c", t.cmd] for t in tasks]
+    assert [tuple(deps) for _, deps in job.made] == [t.deps for t in tasks]
+
+
+def test_the_hq_allocation_starts_a_process_per_node_and_one_client(harness, tmp_path) -> None:
+    """W7 with HyperQueue: the batch script (a hostile folder name, quoted once) starts one
+    HQ process per node through srun and the client beside it; it parses as bash."""
+    import subprocess
+
+    import pilot_hq  # bench/pilot_hq.py
+
+    workdir = tmp_path / "a'; echo x"
+    script = pilot_hq.render_script(workdir, 50, nodes=3, cpus=2, partition="debug")
+    assert "#SBATCH --nodes=3" in script and "#SBATCH --cpus-per-task=2" in script
+    assert not [ln for ln in script.splitlines() if ln.startswith("#SBATCH") and "a'" in ln]
+    srun = [ln for ln in script.splitlines() if ln.startswith("srun ")]
+    assert len(srun) == 1 and "--ntasks-per-node=1" in srun[0] and " node " in srun[0]
+    assert " submit " in script and "hq-server" in script
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    (workdir / "out").mkdir(parents=True)
+    for i in range(50):
+        (workdir / "out" / f"{i}.txt").write_text(f"{i}\n" if i != 7 else "")
+    assert pilot_hq.count_outputs(workdir, 50) == 49
+    assert pilot_hq.task_command(7) == "echo 7 > out/7.txt"
