@@ -185,6 +185,8 @@ class Executor(RemoteExecutor):
         """Record and report finished jobs; yield those still running."""
         # Snakemake starts its status thread before __post_init__ has run.
         session: Session | None = getattr(self, "session", None)
+        if session is not None and session.paths is not None:
+            session.record.flush()  # the jobs started since the last check, at once
         broken = session.failure() if session is not None and active_jobs else None
         if broken is not None:
             # No job will ever run (e.g. no worker job can be submitted): fail them all.

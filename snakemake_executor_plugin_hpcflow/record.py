@@ -8,8 +8,10 @@ is one task row (its attempts are Snakemake's retries); the task's name is the r
 
 The executor calls :meth:`RunRecord.started` from Snakemake's main thread and
 :meth:`RunRecord.ended` from its status thread. SQLite connections belong to one thread, so
-each call opens the database, writes one transaction and closes it again (a few
-milliseconds; ``ended`` writes every job a status check found finished at once).
+each write opens the database, writes one transaction and closes it again (several
+milliseconds with its sync to disk): ``started`` only notes the attempt in memory, and
+the status thread writes every attempt started since its last check at once
+(:meth:`RunRecord.flush`, also before it records finished ones).
 """
 
 from __future__ import annotations
@@ -67,6 +69,10 @@ class RunRecord:
         self._lock = threading.Lock()
         self._index: dict[str, int] = {}
         self._error: str | None = None
+        #: Tasks and attempts started and not written yet: (row, id, name, slug, deps,
+        #: state) and (row, attempt, when).
+        self._new_tasks: list[tuple[int, str, str, str, tuple[int, ...], str]] = []
+        self._starts: list[tuple[int, int, float]] = []
 
     def create(self, run_id: str, workflow: str, mode: str, backend: str, started: float) -> None:
         """Write the run's meta data."""
@@ -87,22 +93,41 @@ class RunRecord:
     def set_meta(self, **values: object) -> None:
         """Add to the run's meta data (e.g. an elastic cluster's scheduler address)."""
         with self._lock, st.StateDB(self.paths.state_db) as db:
+            self._write_started(db)
             db.set_meta(**values)
 
     def started(self, task: TaskRequest) -> int:
-        """Record that ``task``'s attempt was sent to the cluster; returns its row."""
+        """Note that ``task``'s attempt was sent to the cluster (written by the next
+        :meth:`flush`); returns its row."""
         with self._lock:
             idx = self._index.get(task.task_id)
-            new = idx is None
             if idx is None:
                 idx = len(self._index)
                 self._index[task.task_id] = idx
-            with st.StateDB(self.paths.state_db) as db:
-                if new:
-                    db.add_tasks([(idx, task.task_id, task.name, task.slug, (), st.PENDING)])
-                    db.set_meta(total=len(self._index))
-                db.start_attempts([(idx, task.attempt)])
+                self._new_tasks.append((idx, task.task_id, task.name, task.slug, (), st.PENDING))
+            self._starts.append((idx, task.attempt, time.time()))
         return idx
+
+    def flush(self) -> None:
+        """Write the attempts started since the last write (one transaction; a failure
+        to write is logged, not raised)."""
+        with self._lock:
+            if not self._starts:
+                return
+            try:
+                with st.StateDB(self.paths.state_db) as db:
+                    self._write_started(db)
+            except Exception as exc:  # sqlite3 errors must not fail the Snakemake run
+                log.warning("could not record %d started jobs: %s", len(self._starts), exc)
+
+    def _write_started(self, db: st.StateDB) -> None:
+        """Write what :meth:`started` noted (the caller holds the lock)."""
+        if self._new_tasks:
+            db.add_tasks(self._new_tasks)
+            db.set_meta(total=len(self._index))
+        for idx, attempt, when in self._starts:
+            db.start_attempts([(idx, attempt)], when)
+        self._new_tasks, self._starts = [], []
 
     def ended(self, finished: Sequence[Ended]) -> None:
         """Record finished attempts (one transaction for all of them; a failure to write
@@ -136,6 +161,7 @@ class RunRecord:
             states[item.task_idx] = record.state
         try:
             with self._lock, st.StateDB(self.paths.state_db) as db:
+                self._write_started(db)
                 db.record_attempts(records, states)
         except Exception as exc:  # sqlite3 errors must not fail the Snakemake run
             log.warning("could not record %d finished jobs: %s", len(records), exc)
@@ -143,6 +169,7 @@ class RunRecord:
     def cancel_running(self) -> None:
         """Mark every task still running as cancelled (Ctrl-C, or Snakemake gave up)."""
         with self._lock, st.StateDB(self.paths.state_db) as db:
+            self._write_started(db)
             running = db.tasks(states=(st.RUNNING,))
             db.set_states(((row.idx, st.CANCELLED) for row in running), "cancelled")
 
@@ -150,12 +177,14 @@ class RunRecord:
         """Remember why the run fails although no job did (e.g. a job no worker fits)."""
         self._error = message
         with self._lock, st.StateDB(self.paths.state_db) as db:
+            self._write_started(db)
             db.set_meta(error=message[:2000])
 
     def finish(self, cancelled: bool) -> str:
         """Write the run's final status: ``failed`` if a job's last attempt failed or the
         run had an error, else ``cancelled`` if jobs were cancelled, else ``succeeded``."""
         with self._lock, st.StateDB(self.paths.state_db) as db:
+            self._write_started(db)
             failed = bool(db.tasks(states=(st.FAILED,))) or self._error is not None
             status = RunStatus.CANCELLED if cancelled else RunStatus.SUCCEEDED
             if failed:

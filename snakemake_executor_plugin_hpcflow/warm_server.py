@@ -34,6 +34,7 @@ are followed through pidfds.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import importlib.util
 import logging
@@ -127,6 +128,10 @@ class WarmServer:
         self.watched = {path: _signature(path) for path in _watched_files(self.workflow)}
         log.info("loaded; answers stale once one of these changes: %s", ", ".join(self.watched))
         _warm_imports()
+        # What is loaded now lives as long as the runner: keep the children's collector
+        # off it (a collection would write to every page they share with the runner).
+        gc.collect()
+        gc.freeze()
         wire.send(self.control, {"ready": True, "pid": os.getpid()})
         self.selector.register(self.control, selectors.EVENT_READ, None)
         while True:
@@ -302,6 +307,13 @@ class WarmServer:
         workflow._async_runners = {}
         workflow._async_executor = ThreadPoolExecutor()
         workflow._async_lock = threading.Lock()
+        if len(args.target_jobs) == 1 and kwargs["scheduling_settings"].scheduler == "ilp":
+            # One job to select: Snakemake's greedy selector takes it as the ILP would,
+            # without starting a solver process (the ILP's own fallback, too).
+            from snakemake.scheduling.greedy import SchedulerSettings
+
+            kwargs["scheduling_settings"].scheduler = "greedy"
+            kwargs["scheduler_settings"] = SchedulerSettings()
         api = self.dag_api.snakemake_api
         try:
             self.execute(self.dag_api, **kwargs)
@@ -339,7 +351,12 @@ def _signature(path: str) -> tuple[int, int] | None:
 
 
 def _warm_imports() -> None:
-    """Import what running a job imports lazily, once here instead of in every child."""
+    """Import what running a job imports lazily, once here instead of in every child,
+    and fill the caches of what Snakemake's header asks each time (``platform`` runs
+    ``uname -p`` for it)."""
+    import platform
+
+    platform.platform()
     for name in (
         "snakemake.dag",
         "snakemake.jobs",

@@ -71,3 +71,19 @@ def test_a_failed_job_or_a_run_error_fails_the_run(tmp_path: Path):
     assert other.finish(cancelled=False) == "failed"
     _, _, fine = create_run_dir(tmp_path, "local", "Snakefile", "local")
     assert fine.finish(cancelled=False) == "succeeded"
+
+
+def test_started_jobs_are_written_together_by_the_next_flush(tmp_path: Path):
+    # Snakemake's main thread only notes them: one write per status check, not per job.
+    _, paths, record = create_run_dir(tmp_path, "local", "Snakefile", "local")
+    rows = [record.started(task("square", i)) for i in range(3)]
+    with StateDB(paths.state_db, readonly=True) as db:
+        assert db.counts() == {}
+    record.flush()
+    with StateDB(paths.state_db, readonly=True) as db:
+        assert db.counts() == {"square": {"running": 3}}
+        assert db.meta()["total"] == 3
+    record.flush()  # nothing new: nothing written
+    record.ended([Ended(rows[0], 1, outcome("succeeded"))])
+    with StateDB(paths.state_db, readonly=True) as db:
+        assert db.counts() == {"square": {"running": 2, "succeeded": 1}}
