@@ -84,6 +84,9 @@ def test_fanout_of_200_jobs_uses_exactly_one_sbatch(tmp_path: Path, env, slurm_c
     assert json.loads((run_dir / "scheduler.json").read_text())["address"].startswith("tls://")
     # Job logs sit in the run directory, as for local runs.
     assert any(p.name.startswith("group_fan") for p in (run_dir / "tasks").iterdir())
+    # The jobs ran through the workers' warm runners (their logs: RUN_DIR/warm/).
+    assert list((run_dir / "warm").glob("*.log"))
+    assert "runs Snakemake's own job command" not in result.output
     # ... and the run is an hpcflow run: `hpcflow status` shows it, with its allocation.
     snap = hpcflow_status(run_dir, env)
     assert snap["status"] == "succeeded", snap
