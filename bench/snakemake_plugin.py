@@ -1,15 +1,21 @@
-"""One Snakefile, two executors: ``--executor hpcflow`` (pilot) vs ``--executor slurm``.
+"""One Snakefile, four ways to run it: ``snakemake --cores 2``, ``--executor hpcflow``
+locally, ``--executor hpcflow`` in a pilot allocation, and ``--executor slurm``.
 
-The same N-job Snakefile (N - 1 trivial shell jobs fanning out, one reduce) runs on a private
-local test SLURM (tests/slurm_cluster.py, with slurmdbd so that ``sacct`` works) once with
-Snakemake's own SLURM executor plugin (one ``sbatch`` per job, ``sacct`` polls) and once with
-hpcflow's plugin in pilot mode (one allocation for the whole run). Every batch command is
-counted by a wrapper first on PATH that logs the call and execs the real command; calls made
+The same N-job Snakefile runs with each tool (``--tools``): ``cores`` (Snakemake alone on
+this machine), ``local`` (hpcflow's plugin, its local cluster), ``hpcflow`` (hpcflow's
+plugin in pilot mode: one allocation for the whole run) and ``slurm`` (Snakemake's own
+SLURM executor plugin: one ``sbatch`` per job, ``sacct`` polls). The last two run on a
+private local test SLURM (tests/slurm_cluster.py, with slurmdbd so that ``sacct`` works),
+started only when one of them is asked for. Two Snakefiles (``--snakefiles``): ``shell``
+(N - 1 trivial shell jobs fanning out, one reduce) and ``python`` (N/2 - 1 ``run:`` jobs,
+as many ``script:`` jobs reading them, a ``run:`` reduce). Every batch command is counted
+by a wrapper first on PATH that logs the call and execs the real command; calls made
 inside a batch job (``SLURM_JOB_ID`` set) are counted apart from those of the Snakemake
 process itself.
 
     bash bench/setup.sh            # snakemake 9 + snakemake-executor-plugin-slurm
     .venv/bin/python bench/snakemake_plugin.py --n 100,1000 --timeout 1500
+    .venv/bin/python bench/snakemake_plugin.py --tools cores,local --n 1000   # no SLURM
 
 Writes its section of bench/RESULTS.md (``<!-- section:snakemake-plugin -->``), keeping the
 rest of the file (``--jsonl FILE``: raw rows too; ``--also FILE``: report earlier rows).
@@ -46,7 +52,15 @@ COUNTED = (
     "sbatch", "squeue", "sacct", "scontrol", "scancel", "sinfo", "sacctmgr", "sshare", "srun",
 )  # fmt: skip
 STATUS = ("squeue", "sacct", "scontrol")
-TOOLS = ("hpcflow", "slurm")
+TOOLS = ("cores", "local", "hpcflow", "slurm")
+#: The tools that need the test SLURM.
+ON_SLURM = ("hpcflow", "slurm")
+LABELS = {
+    "cores": "snakemake --cores 2",
+    "local": "hpcflow (local)",
+    "hpcflow": "hpcflow (pilot)",
+    "slurm": "slurm plugin",
+}
 NODES = 4
 
 SNAKEFILE = """\
@@ -64,6 +78,59 @@ rule total:
     output: "total.txt"
     shell: "cat {{input}} | awk '{{{{s += $1}}}} END {{{{print s}}}}' > {{output}}"
 """
+
+#: Python rules: ``run:`` jobs, ``script:`` jobs reading them, a ``run:`` reduce.
+PYTHON_SNAKEFILE = """\
+N = {n}
+
+rule all:
+    input: "total.txt"
+
+rule square:
+    output: "sq/{{i}}.txt"
+    run:
+        i = int(wildcards.i)
+        with open(output[0], "w") as f:
+            f.write(f"{{i * i}}\\n")
+
+rule cube:
+    input: "sq/{{i}}.txt"
+    output: "cube/{{i}}.txt"
+    script: "cube.py"
+
+rule total:
+    input: expand("cube/{{i}}.txt", i=range(N))
+    output: "total.txt"
+    run:
+        total = sum(int(open(p).read()) for p in input)
+        with open(output[0], "w") as f:
+            f.write(f"{{total}}\\n")
+"""
+
+CUBE_SCRIPT = """\
+i = int(snakemake.wildcards.i)
+with open(snakemake.output[0], "w") as f:
+    f.write(f"{i ** 3}\\n")
+"""
+
+SNAKEFILES = ("shell", "python")
+
+
+def fan_out(snakefile: str, n: int) -> int:
+    """How many fan-out values a Snakefile of ``n`` jobs has."""
+    return n - 1 if snakefile == "shell" else (n - 1) // 2
+
+
+def expected_total(snakefile: str, n: int) -> int:
+    power = 2 if snakefile == "shell" else 3
+    return sum(i**power for i in range(fan_out(snakefile, n)))
+
+
+def write_workflow(workdir: Path, snakefile: str, n: int) -> None:
+    text = SNAKEFILE if snakefile == "shell" else PYTHON_SNAKEFILE
+    (workdir / "Snakefile").write_text(text.format(n=fan_out(snakefile, n)))
+    if snakefile == "python":
+        (workdir / "cube.py").write_text(CUBE_SCRIPT)
 
 
 def write_wrappers(directory: Path, path: str, slurm_conf: str) -> Path:
@@ -97,6 +164,11 @@ def write_wrappers(directory: Path, path: str, slurm_conf: str) -> Path:
 def argv_for(tool: str, jobs: int) -> list[str]:
     """The Snakemake command line for ``tool``; both get the same Snakefile and --jobs."""
     common = ["--jobs", str(jobs), "--latency-wait", "10", "--quiet", "progress"]
+    python = str(REPO / ".venv" / "bin" / "python")
+    if tool == "cores":
+        return [python, "-m", "snakemake", "--cores", "2", "--quiet", "progress"]
+    if tool == "local":
+        return [python, "-m", "snakemake", *common, "--executor", "hpcflow"]
     if tool == "hpcflow":
         return [
             str(REPO / ".venv" / "bin" / "python"), "-m", "snakemake", *common,
@@ -112,10 +184,12 @@ def argv_for(tool: str, jobs: int) -> list[str]:
     ]  # fmt: skip
 
 
-def done_jobs(workdir: Path, n: int) -> int:
+def done_jobs(workdir: Path) -> int:
     """Jobs whose output exists (the fan-out's files plus the reduce)."""
-    sq = workdir / "sq"
-    count = len(list(sq.iterdir())) if sq.exists() else 0
+    count = 0
+    for folder in ("sq", "cube"):
+        if (workdir / folder).exists():
+            count += len(list((workdir / folder).iterdir()))
     return count + (workdir / "total.txt").exists()
 
 
@@ -130,16 +204,29 @@ def clear_queue(cluster: SlurmCluster) -> None:
         time.sleep(1)
 
 
-def measure(tool: str, n: int, jobs: int, cluster: SlurmCluster, root: Path, cap: float) -> dict:
+def measure(
+    tool: str,
+    snakefile: str,
+    n: int,
+    jobs: int,
+    cluster: SlurmCluster | None,
+    root: Path,
+    cap: float,
+) -> dict:
     """Run one Snakemake process to the end (or the cap) and count its batch calls."""
-    where = root / f"{tool}-{n}"
+    where = root / f"{tool}-{snakefile}-{n}"
     workdir = where / "wf"
     workdir.mkdir(parents=True)
-    (workdir / "Snakefile").write_text(SNAKEFILE.format(n=n - 1))
+    write_workflow(workdir, snakefile, n)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SNAKEMAKE_", "SLURM_"))}
-    env.update(cluster.extra_env)
     env["HPCFLOW_HOME"] = str(root / "hpcflow-home")
-    calls_log = write_wrappers(where, env["PATH"], cluster.extra_env["SLURM_CONF"])
+    if cluster is not None:
+        env.update(cluster.extra_env)
+        calls_log = write_wrappers(where, env["PATH"], cluster.extra_env["SLURM_CONF"])
+    else:
+        (where / "bin").mkdir()
+        calls_log = where / "calls.log"
+        calls_log.touch()
     env["PATH"] = f"{where / 'bin'}:{Path(argv_for(tool, jobs)[0]).parent}:{env['PATH']}"
     argv = argv_for(tool, jobs)
     load = round(os.getloadavg()[0], 1)
@@ -160,8 +247,8 @@ def measure(tool: str, n: int, jobs: int, cluster: SlurmCluster, root: Path, cap
             os.killpg(proc.pid, signal.SIGKILL)
             output, _ = proc.communicate()
     wall = time.monotonic() - started
-    done = done_jobs(workdir, n)
-    expected = sum(i * i for i in range(n - 1))
+    done = done_jobs(workdir)
+    expected = expected_total(snakefile, n)
     total = workdir / "total.txt"
     ok = (
         proc.returncode == 0
@@ -173,9 +260,11 @@ def measure(tool: str, n: int, jobs: int, cluster: SlurmCluster, root: Path, cap
     calls = Counter(tuple(line.split()) for line in calls_log.read_text().splitlines() if line)
     driver = {p: calls[(p, "driver")] for p in COUNTED}
     in_jobs = {p: calls[(p, "job")] for p in COUNTED}
-    clear_queue(cluster)
+    if cluster is not None:
+        clear_queue(cluster)
     return {
         "tool": tool,
+        "snakefile": snakefile,
         "jobs": n,
         "ok": ok,
         "timed_out": timed_out,
@@ -201,7 +290,7 @@ def wall_text(row: dict) -> str:
     return f"failed after {row['wall_s']} ({row['done']}/{row['jobs']} done)"
 
 
-def versions(cluster_env: dict[str, str]) -> str:
+def versions(cluster_env: dict[str, str] | None) -> str:
     def version(python: Path, package: str) -> str:
         proc = subprocess.run(
             [str(python), "-c", f"import importlib.metadata as m; print(m.version({package!r}))"],
@@ -209,41 +298,58 @@ def versions(cluster_env: dict[str, str]) -> str:
         )  # fmt: skip
         return proc.stdout.strip() or "?"
 
-    slurm = subprocess.run(
-        ["sbatch", "--version"], capture_output=True, text=True, check=False, env=cluster_env
-    )
+    text = f"snakemake {metadata.version('snakemake')}, hpcflow {metadata.version('hpcflow')}"
     peers = PEERS / "bin" / "python"
-    plugin = version(peers, "snakemake-executor-plugin-slurm")
-    jobstep = version(peers, "snakemake-executor-plugin-slurm-jobstep")
-    return (
-        f"snakemake {metadata.version('snakemake')}, hpcflow {metadata.version('hpcflow')}, "
-        f"snakemake-executor-plugin-slurm {plugin} (+ jobstep {jobstep}), "
-        f"{slurm.stdout.strip() or 'slurm ?'}"
-    )
+    if peers.exists():
+        plugin = version(peers, "snakemake-executor-plugin-slurm")
+        jobstep = version(peers, "snakemake-executor-plugin-slurm-jobstep")
+        text += f", snakemake-executor-plugin-slurm {plugin} (+ jobstep {jobstep})"
+    if cluster_env is not None:
+        slurm = subprocess.run(
+            ["sbatch", "--version"], capture_output=True, text=True, check=False, env=cluster_env
+        )
+        text += f", {slurm.stdout.strip() or 'slurm ?'}"
+    return text
 
 
 def summary(rows: list[dict]) -> list[str]:
-    """One sentence per size measured with both executors."""
+    """One sentence per Snakefile and size: each tool against `snakemake --cores 2`, and
+    the pilot against the slurm plugin."""
     lines = []
-    for n in sorted({r["jobs"] for r in rows}):
-        by_tool = {r["tool"]: r for r in rows if r["jobs"] == n}
+    for snakefile, n in sorted({(r.get("snakefile", "shell"), r["jobs"]) for r in rows}):
+        by_tool = {
+            r["tool"]: r
+            for r in rows
+            if r["jobs"] == n and r.get("snakefile", "shell") == snakefile
+        }
+        what = f"- {snakefile} Snakefile, {n} jobs:"
+        said = []
+        cores = by_tool.get("cores")
+        for tool in ("local", "hpcflow"):
+            row = by_tool.get(tool)
+            if row is not None and row["ok"] and cores is not None and cores["ok"]:
+                said.append(
+                    f"{LABELS[tool]} took {row['wall_s'] / cores['wall_s']:.2f}x the time of "
+                    "`snakemake --cores 2`"
+                )
         ours, theirs = by_tool.get("hpcflow"), by_tool.get("slurm")
-        if ours is None or theirs is None or not ours["ok"]:
-            continue
-        ratio = theirs["wall_s"] / ours["wall_s"]
-        bound = "" if theirs["ok"] else "more than "
-        lines.append(
-            f"- {n} jobs: `--executor hpcflow` finished {bound}{ratio:.1f}x sooner, with "
-            f"{ours['sbatch']} sbatch instead of {theirs['sbatch']}"
-            + (
-                ""
-                if theirs["ok"] or not theirs["done"]
-                else f" (it had done {theirs['done']}/{n} jobs; at that rate all {n} would "
-                f"take about {theirs['wall_s'] * n / theirs['done']:.0f} s)"
+        if ours is not None and theirs is not None and ours["ok"]:
+            ratio = theirs["wall_s"] / ours["wall_s"]
+            bound = "" if theirs["ok"] else "more than "
+            said.append(
+                f"the pilot finished {bound}{ratio:.1f}x sooner than the slurm plugin, with "
+                f"{ours['sbatch']} sbatch instead of {theirs['sbatch']}"
+                + (
+                    ""
+                    if theirs["ok"] or not theirs["done"]
+                    else f" (it had done {theirs['done']}/{n} jobs; at that rate all {n} "
+                    f"would take about {theirs['wall_s'] * n / theirs['done']:.0f} s)"
+                )
+                + f" and {ours['status_queries']} status queries instead of "
+                f"{theirs['status_queries']}"
             )
-            + f" and {ours['status_queries']} status queries instead of "
-            f"{theirs['status_queries']}."
-        )
+        if said:
+            lines.append(f"{what} {'; '.join(said)}.")
     return lines
 
 
@@ -251,20 +357,23 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
     load = os.getloadavg()
     lines = [
         START,
-        "## Snakemake: `--executor hpcflow` vs `--executor slurm` (bench/snakemake_plugin.py)",
+        "## Snakemake: `--cores 2`, `--executor hpcflow` (local, pilot) and `--executor slurm` "
+        "(bench/snakemake_plugin.py)",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {platform.node()} "
         f"({os.cpu_count()} cores, shared with other work; load {load[0]:.1f} at the end), "
         f"{software}. Private test SLURM: {NODES} logical nodes x 2 CPUs on this host, slurmdbd"
-        " + MariaDB so that `sacct` works. The same Snakefile for both: N - 1 jobs "
-        "`echo $((i*i)) > sq/{i}.txt` fanning out, one reduce summing them; "
-        f"`--jobs {jobs}`, no grouping, each executor's defaults otherwise "
-        "(slurm: `--default-resources slurm_partition=debug slurm_account=hpcflow mem_mb=100 "
-        "runtime=30`; hpcflow: `--hpcflow-mode pilot --hpcflow-profile slurm-test "
-        f"--hpcflow-nodes {NODES}`). Every Snakemake job starts `python -m snakemake` again "
-        "under both executors. Each run is capped (`--timeout`); a run cut by its cap is "
-        "a lower bound, `> T (k/N done)`. *load* is the 1-minute load average when the run "
-        "started (other work shares the machine).",
+        " + MariaDB so that `sacct` works. Two Snakefiles: *shell*, N - 1 jobs "
+        "`echo $((i*i)) > sq/{i}.txt` fanning out and one reduce summing them; *python*, "
+        "(N - 1)/2 `run:` jobs writing i*i, as many `script:` jobs writing i**3 from them and a "
+        f"`run:` reduce. `--jobs {jobs}`, no grouping, each executor's defaults otherwise "
+        "(cores: `--cores 2`; local: `--executor hpcflow`, its warm runner; slurm: "
+        "`--default-resources slurm_partition=debug slurm_account=hpcflow mem_mb=100 "
+        "runtime=30`, every job starts `python -m snakemake` again; pilot: `--hpcflow-mode "
+        f"pilot --hpcflow-profile slurm-test --hpcflow-nodes {NODES}`, its warm runners). Each "
+        "run is capped (`--timeout`); a run cut by its cap is a lower bound, `> T (k/N done)`. "
+        "*load* is the 1-minute load average when the run started (other work shares the "
+        "machine).",
         "",
         "Calls are counted by wrappers first on PATH. *Snakemake process* = calls made by the "
         "`snakemake` process (and its plugin); *inside jobs* = calls made from within batch "
@@ -273,23 +382,30 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
         "The wrappers also put back `SLURM_CONF`, which the slurm plugin's jobstep executor "
         "removes before its `srun` (a real site finds its configuration without it).",
         "",
-        "| jobs | executor | wall s | sbatch | status queries | all calls by the Snakemake "
-        "process | calls inside jobs | load |",
-        "|---|---|---|---|---|---|---|---|",
+        "| Snakefile | jobs | executor | wall s | sbatch | status queries | all calls by the "
+        "Snakemake process | calls inside jobs | load |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in sorted(rows, key=lambda r: (r["jobs"], TOOLS.index(r["tool"]))):
+    order = sorted(
+        rows,
+        key=lambda r: (r.get("snakefile", "shell"), r["jobs"], TOOLS.index(r["tool"])),
+    )
+    for r in order:
         driver = ", ".join(f"{p} {c}" for p, c in sorted(r["driver_calls"].items())) or "-"
         in_jobs = ", ".join(f"{p} {c}" for p, c in sorted(r["in_job_calls"].items())) or "-"
         lines.append(
-            f"| {r['jobs']} | {r['tool']} | {wall_text(r)} | {r['sbatch']} | "
-            f"{r['status_queries']} | {driver} | {in_jobs} | {r.get('load', '?')} |"
+            f"| {r.get('snakefile', 'shell')} | {r['jobs']} | {LABELS[r['tool']]} | "
+            f"{wall_text(r)} | {r['sbatch']} | {r['status_queries']} | {driver} | {in_jobs} | "
+            f"{r.get('load', '?')} |"
         )
     lines += ["", *summary(rows)]
+    sizes = ",".join(sorted({str(r["jobs"]) for r in rows}, key=int))
+    kinds = ",".join(sorted({r.get("snakefile", "shell") for r in rows}))
     lines += [
         "",
         "Reproduce: `bash bench/setup.sh && .venv/bin/python bench/snakemake_plugin.py "
-        f"--n {','.join(sorted({str(r['jobs']) for r in rows}, key=int))} --timeout 1200` "
-        "(as root: the test cluster needs it).",
+        f"--n {sizes} --snakefiles {kinds} --timeout 1200` (as root: the test cluster needs "
+        "it; `--tools cores,local` needs no cluster).",
         "",
         END,
         "",
@@ -300,7 +416,8 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="100,1000", help="jobs per Snakefile, comma-separated")
-    ap.add_argument("--tools", default=",".join(TOOLS), help="hpcflow,slurm")
+    ap.add_argument("--tools", default=",".join(TOOLS), help=",".join(TOOLS))
+    ap.add_argument("--snakefiles", default=",".join(SNAKEFILES), help=",".join(SNAKEFILES))
     ap.add_argument("--jobs", type=int, default=100, help="Snakemake --jobs")
     ap.add_argument("--timeout", type=float, default=1500, help="cap per run, seconds")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"), help="'-': do not write")
@@ -312,26 +429,36 @@ def main() -> int:
         help="a JSON-lines file of earlier rows (e.g. --n 100 run first) to report with these",
     )
     args = ap.parse_args()
-    if not (PEERS / "bin" / "python").exists():
+    tools = args.tools.split(",")
+    unknown = set(tools) - set(TOOLS) | set(args.snakefiles.split(",")) - set(SNAKEFILES)
+    if unknown:
+        print(f"unknown: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
+    if "slurm" in tools and not (PEERS / "bin" / "python").exists():
         print("run `bash bench/setup.sh` first", file=sys.stderr)
         return 2
     rows = []
     root = Path(tempfile.mkdtemp(prefix="hpcflow-smk-bench-"))
-    cluster = start_cluster(nodes=NODES, accounting=True, enforce_limits=True, timeout=120)
-    software = versions(cluster.env)
+    cluster = None
+    if set(tools) & set(ON_SLURM):
+        cluster = start_cluster(nodes=NODES, accounting=True, enforce_limits=True, timeout=120)
+    software = versions(cluster.env if cluster is not None else None)
     try:
-        for n in (int(x) for x in args.n.split(",")):
-            for tool in args.tools.split(","):
-                row = measure(tool, n, args.jobs, cluster, root, args.timeout)
-                print(json.dumps({k: v for k, v in row.items() if k != "tail"}), flush=True)
-                if row["tail"]:
-                    print(row["tail"], file=sys.stderr)
-                rows.append(row)
-                if args.jsonl:
-                    with open(args.jsonl, "a") as f:
-                        f.write(json.dumps({**row, "time": time.time()}) + "\n")
+        for snakefile in args.snakefiles.split(","):
+            for n in (int(x) for x in args.n.split(",")):
+                for tool in tools:
+                    there = cluster if tool in ON_SLURM else None
+                    row = measure(tool, snakefile, n, args.jobs, there, root, args.timeout)
+                    print(json.dumps({k: v for k, v in row.items() if k != "tail"}), flush=True)
+                    if row["tail"]:
+                        print(row["tail"], file=sys.stderr)
+                    rows.append(row)
+                    if args.jsonl:
+                        with open(args.jsonl, "a") as f:
+                            f.write(json.dumps({**row, "time": time.time()}) + "\n")
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
         else:
