@@ -28,7 +28,7 @@ ends when its last job has; it also ends when its worker closes the control sock
 killing what it still runs.
 
 The runner never starts a thread (forking a process with threads is unsafe); children
-are followed through pidfds.
+are followed through pidfds (polled every 50 ms where the kernel has none).
 """
 
 from __future__ import annotations
@@ -135,16 +135,17 @@ class WarmServer:
         wire.send(self.control, {"ready": True, "pid": os.getpid()})
         self.selector.register(self.control, selectors.EVENT_READ, None)
         while True:
-            timeout = None if hasattr(os, "pidfd_open") else 0.05
-            for key, _ in self.selector.select(timeout):
+            # Without pidfds, children are looked at every 50 ms.
+            polled = [job for job in self.jobs.values() if job.pidfd is None]
+            for key, _ in self.selector.select(0.05 if polled else None):
                 if key.data is None:
                     if not self.accept():
                         self.shutdown()
                         return
                 else:
                     self.reap(key.data)
-            if not hasattr(os, "pidfd_open"):
-                for job in list(self.jobs.values()):
+            for job in polled:
+                if job.pid in self.jobs:
                     self.reap(job, block=False)
             if self.stale and not self.jobs:
                 return
@@ -182,6 +183,7 @@ class WarmServer:
         return True
 
     def start_job(self, job_sock: socket.socket, out_w: int, err_w: int) -> None:
+        job_sock.settimeout(60)  # the worker sends the request right after the descriptors
         request, _ = wire.receive(job_sock)
         if request is None:
             job_sock.close()
@@ -210,11 +212,10 @@ class WarmServer:
         pid = os.fork()
         if pid == 0:
             self.child(job_sock, out_w, err_w, argv, args, dict(request.get("env") or {}))
-        pidfd = os.pidfd_open(pid) if hasattr(os, "pidfd_open") else None
-        job = _Job(pid, job_sock, pidfd)
+        job = _Job(pid, job_sock, _pidfd(pid))
         self.jobs[pid] = job
-        if pidfd is not None:
-            self.selector.register(pidfd, selectors.EVENT_READ, job)
+        if job.pidfd is not None:
+            self.selector.register(job.pidfd, selectors.EVENT_READ, job)
         wire.send(job_sock, {"pid": pid})
 
     def reap(self, job: _Job, block: bool = True) -> None:
@@ -324,6 +325,15 @@ class WarmServer:
         finally:
             api.logger_manager.stop()
             own_tmp.cleanup()
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that becomes readable when ``pid`` ends (None where the kernel or
+    Python has none: the child is then polled)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
 
 
 def _watched_files(workflow: Any) -> list[str]:
