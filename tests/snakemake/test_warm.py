@@ -282,3 +282,37 @@ def test_what_the_warm_runner_cannot_honour_runs_snakemakes_job_command(
     assert "-m snakemake" in who and WARM not in who
     assert said in result.output
     assert _runner_logs(work) == []
+
+
+GROUPED = textwrap.dedent(
+    """
+    rule all:
+        input: expand("g/{i}.txt", i=range(4))
+
+    rule member:
+        output: "g/{i}.txt", who="who/member{i}"
+        group: "batch"
+        shell: "date +%s.%N > {output[0]}; echo $PPID >> {output[0]}; sleep 1; "
+               "date +%s.%N >> {output[0]}; SHELL_WHO"
+    """
+).replace("SHELL_WHO", SHELL_WHO)
+
+
+def test_a_group_job_runs_in_one_warm_child_with_its_jobs_in_parallel(tmp_path: Path, snakemake):
+    work = _workflow(tmp_path, GROUPED)
+    result = snakemake(
+        "--executor", "hpcflow", "--jobs", "1", "--group-components", "batch=4", cwd=work
+    )  # fmt: skip
+    assert result.returncode == 0, result.output[-4000:]
+    who = _who(work)
+    assert len(who) == 4 and all(WARM in cmdline for cmdline in who.values())
+    (run_dir,) = run_dirs(work)
+    (task_dir,) = (run_dir / "tasks").iterdir()  # one hpcflow task for the group
+    assert task_dir.name.startswith("group_batch")
+    members = [(work / "g" / f"{i}.txt").read_text().split() for i in range(4)]
+    # One child ran the four (their shells share a parent), at least two at once.
+    assert len({parent for _, parent, _ in members}) == 1
+    spans = [(float(start), float(end)) for start, _, end in members]
+    assert any(a[0] < b[1] and b[0] < a[1] for n, a in enumerate(spans) for b in spans[n + 1 :]), (
+        spans
+    )
