@@ -69,3 +69,5 @@ def test_elastic_worker_jobs_run_the_jobs_and_are_gone_afterwards(
     assert snap["status"] == "succeeded", snap
     assert snap["counts"]["total"] == {"succeeded": 1}
     assert (run_dir / "workers" / "job.sh").exists()
+    # The worker jobs ran the Snakemake jobs through their warm runners.
+    assert list((run_dir / "warm").glob("*.log"))
