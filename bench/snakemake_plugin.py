@@ -440,15 +440,19 @@ def main() -> int:
     rows = []
     root = Path(tempfile.mkdtemp(prefix="hpcflow-smk-bench-"))
     cluster = None
+    # The test cluster's nodes have a /tmp of their own: runs there work on its volume.
+    shared_root = root
     if set(tools) & set(ON_SLURM):
         cluster = start_cluster(nodes=NODES, accounting=True, enforce_limits=True, timeout=120)
+        shared_root = cluster.mkdtemp(prefix="hpcflow-smk-bench-")
     software = versions(cluster.env if cluster is not None else None)
     try:
         for snakefile in args.snakefiles.split(","):
             for n in (int(x) for x in args.n.split(",")):
                 for tool in tools:
                     there = cluster if tool in ON_SLURM else None
-                    row = measure(tool, snakefile, n, args.jobs, there, root, args.timeout)
+                    where = shared_root if tool in ON_SLURM else root
+                    row = measure(tool, snakefile, n, args.jobs, there, where, args.timeout)
                     print(json.dumps({k: v for k, v in row.items() if k != "tail"}), flush=True)
                     if row["tail"]:
                         print(row["tail"], file=sys.stderr)
@@ -457,12 +461,13 @@ def main() -> int:
                         with open(args.jsonl, "a") as f:
                             f.write(json.dumps({**row, "time": time.time()}) + "\n")
     finally:
+        if not args.keep:
+            for folder in {root, shared_root}:
+                shutil.rmtree(folder, ignore_errors=True)
+        else:
+            print(f"kept {root}" + (f" and {shared_root}" if shared_root != root else ""))
         if cluster is not None:
             cluster.stop()
-        if not args.keep:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print(f"kept {root}")
     if args.also:
         earlier = [json.loads(line) for line in Path(args.also).read_text().splitlines() if line]
         rows = earlier + rows
