@@ -200,7 +200,11 @@ def _run_warm(call: TaskCall, command: JobCommand, log_dir: str) -> Outcome | No
     inputs_sig, failed = prepare_call(call)
     if failed is not None:
         return failed
-    start = _start(call, command, log_dir)
+    try:
+        start = _start(call, command, log_dir)
+    except Exception as exc:  # nothing started yet: the job's own command still can
+        log.warning("%s could not go to a warm runner (%r); it runs its command", call.task_id, exc)
+        return None
     if start is None:
         return None
     runner, sock, pid, out_r, err_r = start
