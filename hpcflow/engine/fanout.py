@@ -99,13 +99,13 @@ def _grown_graph(
         ready=ready,
     )
     with collector_paused():
-        built = build_graph(again, check_files=False)
-    try:
-        return renumbered(built, ids)
-    except KeyError as exc:
+        grown = renumbered(build_graph(again, check_files=False), ids)
+    if [inst.id for inst in grown.instances[: len(ids)]] != ids:
         raise RunError(
-            f"planning the run again lost task {exc}: the workflow copy changed?"
-        ) from None
+            f"planning run {paths.run_dir} again lost some of its tasks",
+            hint="the run's workflow copy or sources.json changed; start a new run",
+        )
+    return grown
 
 
 def _new_states(

@@ -108,3 +108,24 @@ def test_an_include_renames_the_task_a_sweep_reads_files_after(tmp_path):
     wf = write_workflow(tmp_path, "name: m\ninclude: {q: sub}\n")
     loaded = load_workflow(wf)
     assert loaded.waiting == {"q.count": ("q.split",)}
+
+
+def test_a_grown_run_that_lost_a_task_it_numbered_is_refused(tmp_path):
+    import shutil
+
+    import pytest
+
+    from hpcflow.engine.fanout import _grown_graph
+    from hpcflow.errors import RunError
+    from hpcflow.store.paths import RunPaths
+
+    wf = write_workflow(tmp_path, WF)
+    _chunks(tmp_path, "a")
+    paths = RunPaths(tmp_path / "run")
+    paths.run_dir.mkdir()
+    shutil.copyfile(wf, paths.workflow_copy)
+    graph = build_graph(load_workflow(wf), check_files=False)
+    grown = _grown_graph(graph, paths, frozenset({"split"}), ["split", "unrelated"])
+    assert [i.id for i in grown.instances][:3] == ["split", "unrelated", "count[n=a,seed=1]"]
+    with pytest.raises(RunError, match="lost some of its tasks"):
+        _grown_graph(graph, paths, frozenset({"split"}), ["split", "gone", "unrelated"])
