@@ -4,6 +4,7 @@ kill in the middle of the fan-out), failures and an empty split."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -181,12 +182,21 @@ tasks:
 
 def _tasks(folder: Path) -> list[tuple[str, str]]:
     """(id, state) of each task of the folder's latest run, in the run's numbering."""
-    runs = (
-        sorted((folder / ".hpcflow" / "runs").iterdir()) if (folder / ".hpcflow").exists() else []
-    )
-    if not runs or not (runs[-1] / "state.sqlite").exists():
+    runs_dir = folder / ".hpcflow" / "runs"
+    runs = [p for p in runs_dir.glob("*/run.json")] if runs_dir.is_dir() else []
+    started = {}
+    for info in runs:
+        try:
+            started[info.parent] = json.loads(info.read_text())["started"]
+        except (OSError, ValueError, KeyError):  # being written
+            continue
+    if not started:
         return []
-    db = sqlite3.connect(f"file:{runs[-1] / 'state.sqlite'}?mode=ro", uri=True, timeout=5)
+    # The latest by its start (two runs of one second have ids in random order).
+    latest = max(started, key=lambda run: started[run])
+    if not (latest / "state.sqlite").exists():
+        return []
+    db = sqlite3.connect(f"file:{latest / 'state.sqlite'}?mode=ro", uri=True, timeout=5)
     try:
         return list(db.execute("SELECT id, state FROM tasks ORDER BY idx"))
     except sqlite3.OperationalError:  # the run is creating it
