@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,28 @@ def job_request(job: JobExecutorInterface) -> JobRequest:
         attempt=int(job.attempt),
         is_group=is_group,
     )
+
+
+def dag_links(workflow: Any, job: JobExecutorInterface) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Where ``job`` sits in Snakemake's DAG, for the run's record: the Snakemake job ids
+    it runs (itself, or a group job's members) and the ids of the jobs they depend on
+    outside it (sorted). ``workflow.dag`` is not part of the executor interface: without
+    one of the shape Snakemake 9 has (``dag.dependencies``: job -> its upstream jobs),
+    the job has no upstream jobs."""
+    members = list(getattr(job, "jobs", ())) if job.is_group() else [job]
+    own = tuple(int(member.jobid) for member in members)
+    dependencies = getattr(getattr(workflow, "dag", None), "dependencies", None)
+    if not isinstance(dependencies, Mapping):
+        return own, ()
+    inside = set(own)
+    upstream: set[int] = set()
+    for member in members:
+        # .get: the mapping is a defaultdict that indexing would add to.
+        for dep in dependencies.get(member) or ():
+            dep_id = getattr(dep, "jobid", None)
+            if isinstance(dep_id, int) and dep_id not in inside:
+                upstream.add(dep_id)
+    return own, tuple(sorted(upstream))
 
 
 def failure_message(
@@ -128,7 +150,7 @@ class Executor(RemoteExecutor):
         command = self.format_job_exec(job)
         call = session.call_for(task, command)
         warm = self._warm(session, task, command)
-        row = session.record.started(task)
+        row = session.record.started(task, *dag_links(self.workflow, job))
         # None while a continuation allocation is on its way: sent by check_active_jobs.
         future = session.submit(task, call, warm)
         self.report_job_submission(

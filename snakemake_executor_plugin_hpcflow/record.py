@@ -4,7 +4,9 @@ With it, ``hpcflow runs`` lists a Snakemake run, ``hpcflow status`` shows its jo
 (running, succeeded, failed, with their log files) and its allocation, and ``hpcflow logs``
 finds a job's output, exactly as for a run started by ``hpcflow run``. Every Snakemake job
 is one task row (its attempts are Snakemake's retries); the task's name is the rule (or
-``group:NAME`` for a group job), so ``status`` counts jobs per rule.
+``group:NAME`` for a group job), so ``status`` counts jobs per rule. A row's deps are
+the rows of the jobs it depends on in Snakemake's DAG that ran in this run (a job already
+up to date never runs and has no row), so ``hpcflow report`` draws the rules' edges.
 
 The executor calls :meth:`RunRecord.started` from Snakemake's main thread and
 :meth:`RunRecord.ended` from its status thread. SQLite connections belong to one thread, so
@@ -68,6 +70,8 @@ class RunRecord:
         self.paths = paths
         self._lock = threading.Lock()
         self._index: dict[str, int] = {}
+        #: The row of each Snakemake job id started (a group job's members: the group's).
+        self._rows: dict[int, int] = {}
         self._error: str | None = None
         #: Tasks and attempts started and not written yet: (row, id, name, slug, deps,
         #: state) and (row, attempt, when).
@@ -96,15 +100,22 @@ class RunRecord:
             self._write_started(db)
             db.set_meta(**values)
 
-    def started(self, task: TaskRequest) -> int:
+    def started(
+        self, task: TaskRequest, jobs: Sequence[int] = (), upstream: Sequence[int] = ()
+    ) -> int:
         """Note that ``task``'s attempt was sent to the cluster (written by the next
-        :meth:`flush`); returns its row."""
+        :meth:`flush`); returns its row. ``jobs`` are the Snakemake job ids it runs (a
+        group job's members), ``upstream`` those of the jobs they depend on: the rows of
+        those already started are the row's deps (the others did not run in this run)."""
         with self._lock:
             idx = self._index.get(task.task_id)
             if idx is None:
                 idx = len(self._index)
                 self._index[task.task_id] = idx
-                self._new_tasks.append((idx, task.task_id, task.name, task.slug, (), st.PENDING))
+                deps = tuple(sorted({self._rows[j] for j in upstream if j in self._rows} - {idx}))
+                self._new_tasks.append((idx, task.task_id, task.name, task.slug, deps, st.PENDING))
+            for jobid in jobs:
+                self._rows.setdefault(jobid, idx)
             self._starts.append((idx, task.attempt, time.time()))
         return idx
 
