@@ -95,6 +95,12 @@ def main(argv: list[str]) -> int:
         # A process of the batch script's node, outside any launch: no MPI world to join.
         rank = 0 if given == "scheduler" else 1
         info = environment.RankInfo(rank, 0, 0, socket.gethostname(), environment.job_id())
+    elif given == "worker":
+        # A launch of workers only: they never talk MPI to each other, so they do not
+        # join an MPI world (MPI_Init is a collective start-up: one rank that crashes in
+        # it leaves the others spinning, and nothing arrives). The launcher's variables
+        # give the rank; no MPI_Finalize at the end either.
+        info = environment.detect(use_mpi=False)
     else:
         info = environment.detect()
     # Workers of their own launch are pilot ranks 2.. (the scheduler and driver are 0, 1).

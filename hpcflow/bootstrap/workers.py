@@ -25,41 +25,88 @@ log = logging.getLogger(__name__)
 
 #: Seconds between looks at whether the workers' launch has ended.
 LAUNCH_CHECK = 1.0
+#: Seconds without a new worker after which the driver goes on with those that came.
+SETTLE = 60.0
+#: How much of the allocation's stderr log an error about the workers quotes.
+STDERR_TAIL = 1500
 
 
-def await_workers(client: Any, expected: int, timeout: float, paths: RunPaths) -> None:
-    """Wait until ``expected`` workers have joined the scheduler.
+def await_workers(
+    client: Any, expected: int, timeout: float, paths: RunPaths, settle: float = SETTLE
+) -> int:
+    """Wait until ``expected`` workers have joined the scheduler; returns how many came.
+
+    When some have come and no other has for ``settle`` seconds while the launch still
+    runs (a rank that crashed at start, a node that never started its worker), the run
+    goes on with those, with a warning naming how many are missing: one lost node must
+    not hold the others idle until the timeout.
 
     Raises
     ------
     RunError
-        ``timeout`` passed, or the workers' launch (srun, mpirun) ended first: its ranks
-        are gone and no other worker will come, so waiting on would only hide its error.
+        No worker came within ``timeout``, or the workers' launch (srun, mpirun) ended
+        first: its ranks are gone and no other worker will come, so waiting on would only
+        hide its error. The message quotes the end of the allocation's stderr log.
     """
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
+    arrived, last_change = 0, started
     while True:
         left = deadline - time.monotonic()
         try:
             client.wait_for_workers(expected, timeout=max(0.1, min(LAUNCH_CHECK, left)))
-            return
+            return expected
         except TimeoutError:
             pass
-        arrived = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        now_arrived = len(client.scheduler_info(n_workers=-1).get("workers", {}))
+        now = time.monotonic()
+        if now_arrived != arrived:
+            arrived, last_change = now_arrived, now
         ended = _launch_end(paths)
         if ended is not None:
             raise RunError(
                 f"the workers' launch ended (exit status {ended}) with {arrived} of "
-                f"{expected} workers arrived",
+                f"{expected} workers arrived{_stderr_tail(paths)}",
                 hint=f"its messages are in the allocation's stderr log in {paths.allocations_dir}",
             )
+        if arrived and now - last_change >= settle:
+            log.warning(
+                "%d of %d workers arrived and no other for %.0fs: going on without the "
+                "other %d (see the allocation's stderr log in %s)",
+                arrived,
+                expected,
+                settle,
+                expected - arrived,
+                paths.allocations_dir,
+            )
+            return arrived
         if left <= LAUNCH_CHECK:
             raise RunError(
-                f"only {arrived} of {expected} workers arrived within {timeout:.0f}s",
+                f"only {arrived} of {expected} workers arrived within {timeout:.0f}s"
+                f"{_stderr_tail(paths)}",
                 hint=(
                     "a node may be slow to start its workers, or their launch is blocked: see "
                     f"the allocation's stderr log under {paths.allocations_dir}"
                 ),
             )
+
+
+def _stderr_tail(paths: RunPaths) -> str:
+    """The end of the newest allocation stderr log, as lines to append to an error."""
+    try:
+        logs = sorted(paths.allocations_dir.glob("*.err"), key=lambda p: p.stat().st_mtime)
+        if not logs:
+            return ""
+        with logs[-1].open("rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - STDERR_TAIL))
+            text = handle.read().decode(errors="replace").strip()
+    except OSError:
+        return ""
+    if not text:
+        return ""
+    return f"; the end of {logs[-1].name}:\n{text}"
 
 
 def _launch_end(paths: RunPaths) -> int | None:

@@ -291,6 +291,32 @@ def test_the_driver_says_how_many_workers_came_in_time(tmp_path, workerless_clie
         await_workers(workerless_client, 1, 1.5, RunPaths(tmp_path))
 
 
+def test_the_driver_quotes_the_allocation_s_stderr_when_no_worker_came(tmp_path, workerless_client):
+    paths = RunPaths(tmp_path)
+    paths.allocations_dir.mkdir(parents=True)
+    paths.allocation_stderr(1).write_text("x" * 5000 + "\nSegmentation fault (core dumped)\n")
+    with pytest.raises(RunError) as caught:
+        await_workers(workerless_client, 1, 1.5, paths)
+    text = str(caught.value)
+    assert "only 0 of 1 workers" in text and "Segmentation fault (core dumped)" in text
+    assert "x" * 2000 not in text  # the end of the log, not all of it
+
+
+def test_the_driver_goes_on_with_the_workers_that_came_when_no_other_comes(tmp_path):
+    """One rank that never starts (crashed, lost node) must not hold the others idle
+    until the timeout: once no new worker came for ``settle`` seconds, the run goes on."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            client.wait_for_workers(1, timeout=30)
+            started = time.monotonic()
+            came = await_workers(client, 3, 120.0, RunPaths(tmp_path), settle=1.0)
+            took = time.monotonic() - started
+    assert came == 1
+    assert took < 60  # the settle, not the 120 s timeout
+
+
 def test_the_driver_s_deadline_counts_from_the_allocation_s_start():
     """The head marks when the allocation started (its own start: it is the batch script,
     exec'd) for the driver it starts seconds later; a mark in the future, or none, falls
