@@ -298,17 +298,23 @@ GROUPED = textwrap.dedent(
 ).replace("SHELL_WHO", SHELL_WHO)
 
 
-def test_a_group_job_runs_in_one_warm_child_with_its_jobs_in_parallel(tmp_path: Path, snakemake):
-    work = _workflow(tmp_path, GROUPED)
+def _run_group(work: Path, snakemake, group: str, size: int) -> dict[str, str]:
+    """Run ``work``'s Snakefile with ``size`` jobs in one ``group`` job; who ran each."""
     result = snakemake(
-        "--executor", "hpcflow", "--jobs", "1", "--group-components", "batch=4", cwd=work
+        "--executor", "hpcflow", "--jobs", "1", "--group-components", f"{group}={size}",
+        cwd=work,
     )  # fmt: skip
     assert result.returncode == 0, result.output[-4000:]
-    who = _who(work)
-    assert len(who) == 4 and all(WARM in cmdline for cmdline in who.values())
     (run_dir,) = run_dirs(work)
     (task_dir,) = (run_dir / "tasks").iterdir()  # one hpcflow task for the group
-    assert task_dir.name.startswith("group_batch")
+    assert task_dir.name.startswith(f"group_{group}")
+    return _who(work)
+
+
+def test_a_group_job_runs_in_one_warm_child_with_its_jobs_in_parallel(tmp_path: Path, snakemake):
+    work = _workflow(tmp_path, GROUPED)
+    who = _run_group(work, snakemake, "batch", 4)
+    assert len(who) == 4 and all(WARM in cmdline for cmdline in who.values())
     members = [(work / "g" / f"{i}.txt").read_text().split() for i in range(4)]
     # One child ran the four (their shells share a parent), at least two at once.
     assert len({parent for _, parent, _ in members}) == 1
@@ -316,3 +322,41 @@ def test_a_group_job_runs_in_one_warm_child_with_its_jobs_in_parallel(tmp_path: 
     assert any(a[0] < b[1] and b[0] < a[1] for n, a in enumerate(spans) for b in spans[n + 1 :]), (
         spans
     )
+
+
+GROUPED_MIXED = textwrap.dedent(
+    """
+    rule all:
+        input: "m/shell.txt", "m/run.txt", "m/shadow.txt"
+
+    rule shell_member:
+        output: "m/shell.txt", who="who/shell"
+        group: "mixed"
+        shell: "echo shell > {output[0]}; SHELL_WHO"
+
+    rule run_member:
+        output: "m/run.txt", who="who/run"
+        group: "mixed"
+        run:
+            open(output[0], "w").write("run\\n")
+            with open("/proc/self/cmdline") as f:
+                open(output.who, "w").write(f.read().replace("\\0", " "))
+
+    rule shadow_member:
+        output: "m/shadow.txt", who="who/shadow"
+        group: "mixed"
+        shadow: "minimal"
+        shell: "echo shadow > {output[0]}; SHELL_WHO"
+    """
+).replace("SHELL_WHO", SHELL_WHO)
+
+
+def test_a_group_jobs_run_and_shadow_jobs_are_snakemakes_subprocesses(tmp_path: Path, snakemake):
+    # As in Snakemake's own group jobs (docs/snakemake.md, "The warm runner"): the
+    # group's warm child runs its shell job itself, and starts `python -m snakemake
+    # --mode subprocess` for a `run:` job and for a `shadow:` job.
+    who = _run_group(_workflow(tmp_path, GROUPED_MIXED), snakemake, "mixed", 3)
+    assert WARM in who["shell"] and "--mode" not in who["shell"]
+    for kind in ("run", "shadow"):
+        assert "-m snakemake" in who[kind] and "--mode subprocess" in who[kind], who[kind]
+        assert WARM not in who[kind]
