@@ -14,14 +14,16 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TypedDict
+from typing import TYPE_CHECKING, Literal, TypedDict
 
-from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions, prepare
 from hpcflow.errors import RunError
 from hpcflow.settings.profile import Profile
 from hpcflow.store.paths import RunPaths
+
+if TYPE_CHECKING:  # the driver is imported only when a run has tasks to run
+    from hpcflow.engine.driver import Observer
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +95,18 @@ class RunPlan:
         """Run it, in the mode its profile takes; ``observer`` gets the task counts as
         they change, ``on_submit`` each batch submission. Ctrl-C ends the run as
         cancelled (the summary says so)."""
-        from hpcflow.backends.registry import get_backend
-        from hpcflow.modes.follow import Follow
-        from hpcflow.modes.local import run_local
-        from hpcflow.modes.registry import mode_of, runner_for
+        from hpcflow.modes.registry import mode_of
 
         if self.request.dry_run:
             raise RunError("a dry run runs nothing", hint="plan it again without dry_run")
+        if self.layout is None and mode_of(self.profile) == "local":
+            from hpcflow.modes.local import run_local
+
+            return run_local(self.prepared, self.options, observer=observer)
+        from hpcflow.backends.registry import get_backend
+        from hpcflow.modes.follow import Follow
+        from hpcflow.modes.registry import runner_for
+
         if self.layout is not None:
             from hpcflow.modes.pilot import run_pilot
 
@@ -112,12 +119,11 @@ class RunPlan:
                 Follow(observer=observer),
                 layout=self.layout,
             )
-        mode = mode_of(self.profile)
-        if mode == "local":
-            return run_local(self.prepared, self.options, observer=observer)
         backend = get_backend(self.profile.backend, profile=self.profile)
         follow = Follow(observer=observer, detach=self.request.detach, on_submit=on_submit)
-        return runner_for(mode)(self.prepared, self.options, self.profile, backend, follow)
+        return runner_for(mode_of(self.profile))(
+            self.prepared, self.options, self.profile, backend, follow
+        )
 
 
 def plan_run(workflow: Path, request: RunRequest) -> RunPlan:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 import click
 
 from hpcflow.cli._options import allocation_options
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -90,10 +95,7 @@ def command(
     quiet: bool,
 ) -> None:
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
-    from rich.console import Console
-
     from hpcflow.api.launch import RunRequest, plan_run
-    from hpcflow.cli import console as ui
     from hpcflow.spec.units import format_elapsed
     from hpcflow.store import statedb as st
     from hpcflow.store.paths import RunPaths
@@ -120,59 +122,72 @@ def command(
         detach=detach,
     )
     planned = plan_run(workflow, request)
-    out = Console(stderr=False)
+    consoles: list[Console] = []
+
+    def out() -> Console:
+        # Made when first needed: a quiet run with nothing to show but its summary line
+        # never imports rich (a resume with every task up to date is mostly start-up).
+        if not consoles:
+            from rich.console import Console
+
+            consoles.append(Console(stderr=False))
+        return consoles[0]
+
     if dry_run:
         from hpcflow.cli.plan import print_plan
 
-        print_plan(out, planned.prepared, planned.profile)
+        print_plan(out(), planned.prepared, planned.profile)
         return
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # A command started in the background by a script inherits SIGINT ignored; Ctrl-C,
     # `kill -INT` and the interrupts hpcflow raises itself (elastic mode's watch, when no
     # worker job can be submitted) must still stop the run.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    live = not quiet and out.is_terminal
-    order = planned.order
-    progress = ui.LiveProgress(out, order)
+    live = not quiet and not detach and out().is_terminal
 
     def submitted(native_id: str, paths: RunPaths) -> None:
-        out.print(
+        out().print(
             f"submitted allocation {native_id} ({planned.profile.backend}) · run dir "
             f"{paths.run_dir}",
             highlight=False,
             soft_wrap=True,
         )
 
-    if live and not detach:
-        with progress:
+    if live:
+        from hpcflow.cli import console as ui
+
+        with ui.LiveProgress(out(), planned.order) as progress:
             summary = planned.execute(progress, submitted)
     else:
         summary = planned.execute(None, submitted)
     if detach and RunStatus.SUBMITTED in summary.totals:
-        out.print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
+        out().print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
         return
     paths = summary.paths
     with StateDB(paths.state_db, readonly=True) as db:
         counts = db.counts()
         failed_rows = db.tasks(states=(st.FAILED,))
     total = sum(sum(c.values()) for c in counts.values())
-    verdict = summary.status
-    style = "green" if summary.ok else "red"
-    if not quiet:
-        out.print(ui.counts_table(counts, order, title=f"run {summary.run_id}"))
+    if not quiet or failed_rows:
+        from hpcflow.cli import console as ui
+
+        if not quiet:
+            out().print(ui.counts_table(counts, planned.order, title=f"run {summary.run_id}"))
+            if failed_rows:
+                out().print()
         if failed_rows:
-            out.print()
-    if failed_rows:
-        ui.failures(out, paths, failed_rows)
+            ui.failures(out(), paths, failed_rows)
     done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
     cached = sum(c.get(st.CACHED, 0) for c in counts.values())
-    out.print(
-        f"[{style}]{verdict}[/{style}]: {done} ran, {cached} up to date, "
-        f"{len(failed_rows)} failed of {total} tasks in {format_elapsed(summary.elapsed)} "
-        f"· run dir {paths.run_dir}",
-        highlight=False,
-        soft_wrap=True,
+    line = (
+        f"{done} ran, {cached} up to date, {len(failed_rows)} failed of {total} tasks in "
+        f"{format_elapsed(summary.elapsed)} · run dir {paths.run_dir}"
     )
+    if consoles or sys.stdout.isatty() or os.environ.get("FORCE_COLOR"):
+        style = "green" if summary.ok else "red"
+        out().print(f"[{style}]{summary.status}[/{style}]: {line}", highlight=False, soft_wrap=True)
+    else:  # plain text, as rich writes it to a file, without importing rich
+        click.echo(f"{summary.status}: {line}")
     if summary.cancelled:
         sys.exit(130)
     sys.exit(0 if summary.ok else 1)

@@ -125,6 +125,8 @@ def instance_id(name: str, keys: tuple[str, ...], values: tuple[object, ...]) ->
     """``simulate[seed=3,sample=a]``; a task without a sweep keeps its bare name."""
     if not keys:
         return name
+    if len(keys) == 1:
+        return f"{name}[{keys[0]}={value_text(values[0])}]"
     inner = ",".join(f"{k}={value_text(v)}" for k, v in zip(keys, values, strict=True))
     return f"{name}[{inner}]"
 
@@ -147,10 +149,14 @@ def expand(
             combos = sweep.combinations()
             keys = sweep.names
         constant = dict(spec.params)
+        # A working directory without placeholders is the same for every instance.
+        fixed_workdir = (
+            os.path.normpath(template.workdir.parts[0]) if template.workdir.is_constant else None
+        )
         for combo in combos:
             params: dict[str, ParamValue] = dict(constant)
             params.update(zip(keys, combo, strict=True))  # type: ignore[arg-type]
-            workdir = os.path.normpath(template.workdir.render(params, value_text))
+            workdir = fixed_workdir or os.path.normpath(template.workdir.render(params, value_text))
             outputs = tuple(
                 os.path.normpath(os.path.join(workdir, t.render(params, value_text)))
                 for t in template.outputs

@@ -7,6 +7,7 @@ import json
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.dag.instances import TaskInstance
@@ -14,9 +15,12 @@ from hpcflow.envs.environments import Environments, TaskEnvironment
 from hpcflow.envs.worker_code import ensure_worker_code
 from hpcflow.launchers import task_prefix
 from hpcflow.spec.models import Resources
-from hpcflow.spec.placeholders import Template, shell_quote, value_text
+from hpcflow.spec.placeholders import BUILTINS, Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
 from hpcflow.worker.calls import TaskCall, ValuesIn
+
+#: What json.dumps writes for a string (ASCII only, as its default ``ensure_ascii``).
+_json_str = encode_basestring_ascii
 
 #: (kind, rendered shell command, rendered argv) of a task.
 Action = tuple[str, str | None, list[str] | None]
@@ -95,7 +99,9 @@ class CallFactory:
             parsed = self._commands.get(inst.spec_index)
             if parsed is None:
                 parsed = self._commands[inst.spec_index] = Template.parse(spec.command)
-            return "shell", parsed.render(self._values(inst), shell_quote), None
+            # A command that names neither {inputs} nor {outputs} needs only the parameters.
+            values = inst.params if BUILTINS.isdisjoint(parsed.names) else self._values(inst)
+            return "shell", parsed.render(values, shell_quote), None
         if spec.argv is not None:
             parts = self._argv.get(inst.spec_index)
             if parts is None:
@@ -151,7 +157,7 @@ class CallFactory:
             _jsonable(inst.params) if kind == "python" else None,
             env,
             inst.workdir,
-            list(inst.outputs),
+            inst.outputs,  # (written as a list)
         ]
         software = self.environment(inst)
         if software is not None:  # as with values: other fingerprints stay as they were
@@ -163,9 +169,7 @@ class CallFactory:
                     for name, arg in sorted(inst.values.items())
                 }
             )
-        return hashlib.sha1(
-            json.dumps(payload, sort_keys=True).encode(), usedforsecurity=False
-        ).hexdigest()
+        return hashlib.sha1(_json_text(payload).encode(), usedforsecurity=False).hexdigest()
 
     def forget(self, inst: TaskInstance) -> None:
         """Drop what :meth:`call` kept for ``inst`` (an attempt that did not succeed)."""
@@ -277,6 +281,28 @@ class CallFactory:
             checkpoint_signal=int(getattr(signal, checkpoint.signal)) if checkpoint else 0,
             checkpoint_before=checkpoint.before if checkpoint else 0.0,
         )
+
+
+def _json_text(payload: list[object]) -> str:
+    """``json.dumps(payload, sort_keys=True)``, the text fingerprints hash, made without an
+    encoder for the items a task's payload mostly holds (text, None, a list or tuple of
+    text, an empty mapping): a resume of many tasks computes one per task."""
+    items = []
+    for item in payload:
+        if item is None:
+            items.append("null")
+        elif isinstance(item, str):
+            items.append(_json_str(item))
+        elif isinstance(item, list | tuple):
+            try:  # text only (the C encoder refuses anything else)
+                items.append("[" + ", ".join(map(_json_str, item)) + "]")
+            except TypeError:
+                items.append(json.dumps(item, sort_keys=True))
+        elif isinstance(item, dict) and not item:
+            items.append("{}")
+        else:
+            items.append(json.dumps(item, sort_keys=True))
+    return "[" + ", ".join(items) + "]"
 
 
 def _jsonable(params: Mapping[str, object]) -> dict[str, object]:

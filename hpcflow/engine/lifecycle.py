@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from hpcflow._version import __version__
-from hpcflow.engine.driver import Observer
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError
 from hpcflow.spec.units import format_elapsed
@@ -33,6 +33,9 @@ from hpcflow.store.paths import RunPaths
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 from hpcflow.store.states import RunStatus
+
+if TYPE_CHECKING:  # the driver is imported only by what drives a run
+    from hpcflow.engine.driver import Observer
 
 log = logging.getLogger(__name__)
 
@@ -223,12 +226,14 @@ def create_run(
     run_id = new_run_id()
     paths = _create_run_dir(prepared, options, run_id, started, backend, extra or {})
     db = st.StateDB(paths.state_db)
+    names = [template.spec.name for template in graph.templates]
+    slug = prepared.factory.slug
     db.add_tasks(
         (
             inst.index,
             inst.id,
-            graph.template(inst).spec.name,
-            prepared.factory.slug(inst),
+            names[inst.spec_index],
+            slug(inst),
             inst.deps,
             st.PENDING if run[inst.index] else st.CACHED,
         )

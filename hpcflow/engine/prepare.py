@@ -80,7 +80,8 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
             # Successes of earlier runs that were killed before they committed them.
             memo.fold_journals(root.journal_dir(key))
         environments = Environments(options.site, images=root.images)
-        entries = memo.load()
+        with collector_paused():  # an entry per task, kept for the whole run
+            entries = memo.load()
 
         def value_kept(producer: int, entry: MemoEntry) -> bool:
             return os.path.exists(_value_run(root, entry, factory, producer))

@@ -71,18 +71,21 @@ def _decide(
     n = len(graph.instances)
     run = [False] * n
     reasons = [""] * n
+    instances = graph.instances
+    up_to_date: dict[str, str] = {}
     for i in graph.order:
-        inst = graph.instances[i]
-        name = graph.template(inst).spec.name
+        inst = instances[i]
         if force:
             run[i], reasons[i] = True, "forced"
             continue
-        if rerun and any(_matches(inst.id, name, p) for p in rerun):
-            run[i], reasons[i] = True, "matched --rerun"
-            continue
-        upstream = next((d for d in inst.deps if run[d]), None)
+        if rerun:
+            name = graph.template(inst).spec.name
+            if any(_matches(inst.id, name, p) for p in rerun):
+                run[i], reasons[i] = True, "matched --rerun"
+                continue
+        upstream = next((d for d in inst.deps if run[d]), None) if inst.deps else None
         if upstream is not None:
-            run[i], reasons[i] = True, f"upstream {graph.instances[upstream].id} runs"
+            run[i], reasons[i] = True, f"upstream {instances[upstream].id} runs"
             continue
         entry = memo.get(inst.id)
         if entry is None:
@@ -91,7 +94,7 @@ def _decide(
         if entry.fingerprint != factory.fingerprint(inst):
             run[i], reasons[i] = True, "command or parameters changed"
             continue
-        inputs, _ = file_signatures(inst.inputs)
+        inputs = file_signatures(inst.inputs)[0] if inst.inputs else {}
         if inputs != entry.inputs:
             run[i], reasons[i] = True, "inputs changed"
             continue
@@ -102,7 +105,10 @@ def _decide(
         if i in again:
             run[i], reasons[i] = True, VALUE_NOT_KEPT
             continue
-        reasons[i] = f"up to date (run {entry.run_id})"
+        reason = up_to_date.get(entry.run_id)
+        if reason is None:  # one text per earlier run, shared by its tasks
+            reason = up_to_date[entry.run_id] = f"up to date (run {entry.run_id})"
+        reasons[i] = reason
     return ResumeDecision(run, reasons)
 
 

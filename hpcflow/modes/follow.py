@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hpcflow.backends.base import Backend
 from hpcflow.backends.poller import Poller
-from hpcflow.engine.driver import Observer
 from hpcflow.errors import RunError
 from hpcflow.settings.profile import Profile
 from hpcflow.store.paths import RunPaths
+
+if TYPE_CHECKING:
+    from hpcflow.engine.driver import Observer
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcflow.engine.capacity import check_capacity
-from hpcflow.engine.drive import drive
-from hpcflow.engine.driver import Observer
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.worker.local_cluster import LocalCapacity
+
+if TYPE_CHECKING:
+    from hpcflow.engine.driver import Observer
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +29,9 @@ def run_local(
         life.create()
         if life.nothing_to_run:
             return life.all_cached(observer)
+        # Imported only now: a resume with every task up to date never loads the driver.
+        from hpcflow.engine.drive import drive
+
         log.info(
             "run %s: %d of %d tasks to run on %d slots (%s engine)",
             life.run_id,

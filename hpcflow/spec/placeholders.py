@@ -59,16 +59,24 @@ class Template:
 
     def render(self, values: Mapping[str, object], quote: Callable[[object], str] = str) -> str:
         """Substitute ``values``; ``quote`` turns each value into text (e.g. shell quoting)."""
-        if len(self.parts) == 1:
-            return self.parts[0]
-        out = []
-        for i, part in enumerate(self.parts):
-            out.append(quote(values[part]) if i % 2 else part)
+        parts = self.parts
+        if len(parts) == 1:
+            return parts[0]
+        if len(parts) == 3:  # one placeholder: the common case, rendered per instance
+            return parts[0] + quote(values[parts[1]]) + parts[2]
+        out = list(parts)
+        for i in range(1, len(parts), 2):
+            out[i] = quote(values[parts[i]])
         return "".join(out)
 
 
 def value_text(value: object) -> str:
     """The text form of a parameter value (``True`` → ``true``, lists space-joined)."""
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, list | tuple):
@@ -78,6 +86,8 @@ def value_text(value: object) -> str:
 
 def shell_quote(value: object) -> str:
     """Quote a value for bash; lists become several quoted words."""
+    if type(value) is int:
+        return str(value)  # digits and a minus sign: what shlex.quote leaves as it is
     if isinstance(value, list | tuple):
         return " ".join(shlex.quote(value_text(v)) for v in value)
     return shlex.quote(value_text(value))

@@ -67,6 +67,9 @@ class Sweep:
         per_group = [
             list(zip(*(axis.values for axis in group), strict=True)) for group in self.groups
         ]
+        if len(per_group) == 1:  # one group (one axis, or zipped axes): its tuples as they are
+            yield from per_group[0]
+            return
         for combo in itertools.product(*per_group):
             yield tuple(v for part in combo for v in part)
 

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
+#: The characters of a sweep instance's id that its folder's name writes as dots.
+_DOTS = str.maketrans({"[": ".", ",": ".", "]": None})
 
 
 def task_slug(task_id: str) -> str:
@@ -18,10 +21,9 @@ def task_slug(task_id: str) -> str:
     already plain gets a hash suffix, so two ids never share a folder and names such as
     ``../x`` or ``/etc`` cannot leave the run directory.
     """
-    if re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}", task_id):
+    if _PLAIN.fullmatch(task_id):
         return task_id
-    readable = task_id.replace("[", ".").replace(",", ".").replace("]", "")
-    readable = _UNSAFE.sub("_", readable).strip("._")[:80] or "task"
+    readable = _UNSAFE.sub("_", task_id.translate(_DOTS)).strip("._")[:80] or "task"
     digest = hashlib.sha1(
         task_id.encode("utf-8", "surrogatepass"), usedforsecurity=False
     ).hexdigest()[:10]

@@ -276,7 +276,10 @@ class StateDB:
         """Insert tasks as (idx, id, name, slug, deps, state)."""
         self._write(
             "INSERT INTO tasks (idx, id, name, slug, deps, state) VALUES (?, ?, ?, ?, ?, ?)",
-            ((i, tid, n, s, json.dumps(list(d)), st) for i, tid, n, s, d, st in rows),
+            (
+                (i, tid, n, s, json.dumps(list(d)) if d else "[]", st)
+                for i, tid, n, s, d, st in rows
+            ),
             now=True,
         )
 
