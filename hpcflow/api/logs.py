@@ -1,5 +1,6 @@
-"""A run's task logs: which tasks a reference names, and which file holds an attempt's
-stdout or stderr (``hpcflow logs`` and :meth:`hpcflow.api.Run.log`)."""
+"""A run's task logs: which tasks a reference names, which file holds an attempt's
+stdout or stderr, and what it wrote there, from its own file or the run's per-worker log
+files (``hpcflow logs`` and :meth:`hpcflow.api.Run.log`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Literal
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.statedb import StateDB, TaskRow
+from hpcflow.store.tasklogs import LogIndex, read_attempt_log, record_key
 
 #: A task's output streams.
 Stream = Literal["stdout", "stderr"]
@@ -35,3 +37,33 @@ def log_file(paths: RunPaths, row: TaskRow, stream: Stream, attempt: int | None 
     attempt wrote to the stream."""
     number = attempt or row.attempts
     return paths.stderr(row.slug, number) if stream == "stderr" else paths.stdout(row.slug, number)
+
+
+def read_log(
+    paths: RunPaths,
+    row: TaskRow,
+    stream: Stream,
+    attempt: int | None = None,
+    index: LogIndex | None = None,
+) -> bytes | None:
+    """What ``row``'s ``attempt`` (default: its latest) wrote to ``stream``, from its own
+    file or the run's per-worker logs (``index``: one kept for many look-ups); None when
+    it wrote nothing there."""
+    if index is None and paths.logs_dir.is_dir():
+        index = LogIndex(paths.logs_dir)
+    return read_attempt_log(log_file(paths, row, stream, attempt), index)
+
+
+def log_place(
+    paths: RunPaths,
+    row: TaskRow,
+    stream: Stream,
+    attempt: int | None = None,
+    index: LogIndex | None = None,
+) -> str:
+    """Where that stream is, to show: its own file, or the per-worker files holding it."""
+    path = log_file(paths, row, stream, attempt)
+    if index is None or path.exists():
+        return str(path)
+    files = index.files(record_key(str(path)))
+    return ", ".join(str(f) for f in files) if files else str(path)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.api.locate import find_run, fresh_allocations, read_run, runs_in
-from hpcflow.api.logs import Stream, log_file, matching_tasks
+from hpcflow.api.logs import Stream, matching_tasks, read_log
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.registry import list_runs
@@ -169,11 +169,8 @@ class Run:
     def log(self, task_id: str, stream: Stream = "stdout", attempt: int | None = None) -> str:
         """What task ``task_id`` wrote to ``stream`` in ``attempt`` (default: its latest);
         empty when it wrote nothing there or has not started."""
-        try:
-            path = log_file(self.paths, self._row(task_id), stream, attempt)
-            return path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return ""
+        data = read_log(self.paths, self._row(task_id), stream, attempt)
+        return "" if data is None else data.decode("utf-8", errors="replace")
 
     def driver_log(self) -> str:
         """The run's own log (``driver.log``)."""

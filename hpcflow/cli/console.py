@@ -17,7 +17,7 @@ from rich.text import Text
 from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.tail import tail_lines
+from hpcflow.store.tasklogs import attempt_log_tail
 
 
 def counts_table(
@@ -105,8 +105,9 @@ def _eta(history: deque[tuple[float, int]], left: int) -> str | None:
 
 
 def tail(path: Path, lines: int = 5) -> list[str]:
-    """The last ``lines`` lines of a file (empty if it does not exist)."""
-    return tail_lines(path, lines, max_bytes=8192) or []
+    """The last ``lines`` lines of an attempt's stream: its file, or its records in the
+    run's per-worker logs (empty if it wrote nothing)."""
+    return attempt_log_tail(path, lines, max_bytes=8192) or []
 
 
 def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> None:

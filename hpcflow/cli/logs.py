@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from hpcflow.api.logs import Stream
     from hpcflow.store.paths import RunPaths
     from hpcflow.store.statedb import TaskRow
+    from hpcflow.store.tasklogs import LogIndex
 
 
 @click.command("logs")
@@ -26,9 +27,10 @@ if TYPE_CHECKING:
 def command(run: str, task: str | None, attempt: int | None, stream: str, follow: bool) -> None:
     """Print logs of TASK (id, name or glob) in RUN; without TASK, the driver log."""
     from hpcflow.api.locate import find_run
-    from hpcflow.api.logs import log_file, matching_tasks
+    from hpcflow.api.logs import log_file, matching_tasks, read_log
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
+    from hpcflow.store.tasklogs import LogIndex
 
     paths = find_run(run)
     if task is None:
@@ -36,43 +38,69 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
         return
     rows = matching_tasks(paths, task)
     if len(rows) > 1 and not follow:
+        # task_logs: per-worker: one index of the records for every task named.
+        index = LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None
         for row in rows:
             click.secho(f"==> {row.id} <==", bold=True)
-            _print_task(paths, row, attempt, stream)
+            _print_task(paths, row, attempt, stream, index)
         return
     row = rows[0]
     if follow:
         number = attempt or max(row.attempts, 1)
-        log = log_file(paths, row, "stderr" if stream == "stderr" else "stdout", number)
+        name: Stream = "stderr" if stream == "stderr" else "stdout"
 
         def finished() -> bool:
             with StateDB(paths.state_db, readonly=True) as db:
                 current = db.tasks(idx=row.idx)[0]
             return current.state in st.FINAL_STATES
 
-        _print_file(log, True, finished)
+        if paths.logs_dir.is_dir():  # task_logs: per-worker
+            index = LogIndex(paths.logs_dir)
+            _follow_records(lambda: read_log(paths, row, name, number, index), finished)
+        else:
+            _print_file(log_file(paths, row, name, number), True, finished)
         return
     _print_task(paths, row, attempt, stream)
 
 
-def _print_task(paths: RunPaths, row: TaskRow, attempt: int | None, stream: str) -> None:
-    from hpcflow.api.logs import log_file
+def _print_task(
+    paths: RunPaths, row: TaskRow, attempt: int | None, stream: str, index: LogIndex | None = None
+) -> None:
+    from hpcflow.api.logs import log_place, read_log
+    from hpcflow.store.tasklogs import LogIndex
 
     if (attempt or row.attempts) < 1:
         click.echo(f"({row.id} has not started: {row.state})")
         return
+    if index is None and paths.logs_dir.is_dir():  # task_logs: per-worker
+        index = LogIndex(paths.logs_dir)
     names: tuple[Stream, ...] = ("stdout", "stderr")
     for name in names:
         if stream not in ("both", name):
             continue
-        path = log_file(paths, row, name, attempt)
+        data = read_log(paths, row, name, attempt, index)
         if stream == "both":
-            click.secho(f"--- {name} ({path})", dim=True)
-        try:
-            sys.stdout.write(path.read_text(encoding="utf-8", errors="replace"))
-        except FileNotFoundError:
+            click.secho(f"--- {name} ({log_place(paths, row, name, attempt, index)})", dim=True)
+        if data is None:
             click.secho("(empty: the task printed nothing here)", dim=True)
+        else:
+            sys.stdout.write(data.decode("utf-8", errors="replace"))
         sys.stdout.flush()
+
+
+def _follow_records(read, finished) -> None:  # type: ignore[no-untyped-def]
+    """Print a stream held in per-worker log records as it grows, until ``finished()``."""
+    shown = 0
+    while True:
+        done = finished()
+        data = read() or b""
+        if len(data) > shown:
+            sys.stdout.write(data[shown:].decode("utf-8", errors="replace"))
+            sys.stdout.flush()
+            shown = len(data)
+        if done:
+            return
+        time.sleep(0.5)
 
 
 def _print_file(path: Path, follow: bool, finished) -> None:  # type: ignore[no-untyped-def]

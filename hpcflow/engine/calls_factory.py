@@ -18,6 +18,7 @@ from hpcflow.spec.models import Resources
 from hpcflow.spec.placeholders import BUILTINS, Template, shell_quote, value_text
 from hpcflow.store.paths import RunPaths, task_slug
 from hpcflow.worker.calls import TaskCall, ValuesIn
+from hpcflow.worker.scratch import inside
 
 #: What json.dumps writes for a string (ASCII only, as its default ``ensure_ascii``).
 _json_str = encode_basestring_ascii
@@ -89,6 +90,11 @@ class CallFactory:
         values: dict[str, object] = dict(inst.params)
         values["inputs"] = list(inst.inputs)
         values["outputs"] = list(inst.outputs)
+        if self.graph.template(inst).spec.scratch:
+            # Run in a scratch folder (hpcflow.worker.scratch): what lies in the task's
+            # folder is named relative to it, so that it resolves in the scratch folder.
+            values["inputs"] = [scratch_path(p, inst.workdir) for p in inst.inputs]
+            values["outputs"] = [scratch_path(p, inst.workdir) for p in inst.outputs]
         return values
 
     def action(self, inst: TaskInstance) -> Action:
@@ -248,6 +254,7 @@ class CallFactory:
         if inst.index in self.continued:
             env["HPCFLOW_CONTINUATION"] = "1"
         checkpoint = template.checkpoint
+        site = self.environments.site
         if prefix or (kind != "python" and (outer or inner)):
             program = argv or [] if kind == "argv" else ["bash", "-c", command or ""]
             argv = [*outer, *prefix, *inner, *program]
@@ -280,7 +287,15 @@ class CallFactory:
             gpus=resources.gpus,
             checkpoint_signal=int(getattr(signal, checkpoint.signal)) if checkpoint else 0,
             checkpoint_before=checkpoint.before if checkpoint else 0.0,
+            logs=str(self.paths.logs_dir) if site.task_logs == "per-worker" else "",
+            scratch=site.scratch_dir if template.spec.scratch else None,
         )
+
+
+def scratch_path(path: str, workdir: str) -> str:
+    """``path`` as a task in a scratch folder names it: relative to ``workdir`` when it
+    lies inside it, else as it is."""
+    return inside(path, workdir) or path
 
 
 def _json_text(payload: list[object]) -> str:

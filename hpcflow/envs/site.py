@@ -20,7 +20,8 @@ COMMANDS = {
 
 @dataclass(frozen=True)
 class SiteEnvironment:
-    """The profile's container and module settings (``container_*``, ``modules_init``)."""
+    """The profile's container and module settings (``container_*``, ``modules_init``),
+    and where tasks' logs and scratch folders go (``task_logs``, ``scratch_dir``)."""
 
     runtime: str = "apptainer"
     commands: dict[str, str] = field(default_factory=dict)
@@ -31,6 +32,12 @@ class SiteEnvironment:
     #: Whether the runtimes' commands are to be found where the run starts (local runs);
     #: in batch modes tasks start on compute nodes, which may have other commands.
     commands_here: bool = True
+    #: ``per-task`` (a file per attempt and stream) or ``per-worker`` (records in a file
+    #: per worker process: :mod:`hpcflow.store.tasklogs`).
+    task_logs: str = "per-task"
+    #: Where ``scratch: true`` tasks get their folder on the node ($VARS expanded there;
+    #: "": ``$SLURM_TMPDIR``, ``$TMPDIR`` or the system's temporary folder).
+    scratch_dir: str = ""
 
     @classmethod
     def from_profile(cls, profile: Profile, *, commands_here: bool = True) -> SiteEnvironment:
@@ -42,6 +49,8 @@ class SiteEnvironment:
             cache=profile.container_cache,
             modules_init=profile.modules_init,
             commands_here=commands_here,
+            task_logs=profile.task_logs,
+            scratch_dir=profile.scratch_dir or "",
         )
 
     def command(self, runtime: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.tail import tail_lines
+from hpcflow.store.tasklogs import attempt_log_tail
 
 #: Failures whose log tail the report includes (the table lists them all).
 MAX_FAILURE_EXCERPTS = 50
@@ -201,5 +201,5 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _tail(path: Path, lines: int = EXCERPT_LINES) -> str:
-    found = tail_lines(path, lines)
+    found = attempt_log_tail(path, lines)
     return "(no stderr was written)" if found is None else "\n".join(found)

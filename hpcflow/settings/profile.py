@@ -337,6 +337,19 @@ class Profile(BaseModel):
         "Lmod's or Environment Modules' init file, wherever found)",
     )
 
+    # -- files of tasks on the file system ------------------------------------------------------
+    task_logs: Literal["per-task", "per-worker"] = Field(
+        "per-task",
+        description="per-task: each attempt's stdout/stderr in files of their own "
+        "(tasks/SLUG/N.out, .err); per-worker: appended as records to one file per worker "
+        "process (logs/), far fewer files on a shared file system; `hpcflow logs` reads both",
+    )
+    scratch_dir: SingleLine | None = Field(
+        None,
+        description="where tasks with 'scratch: true' run, in a fresh folder each, on the "
+        "node; $VARS are expanded there (default: $SLURM_TMPDIR, else $TMPDIR, else /tmp)",
+    )
+
     # -- elastic mode -----------------------------------------------------------------------
     min_workers: NonNegativeInt = Field(
         0, description="elastic mode: worker jobs kept even when there is nothing to run"

@@ -189,6 +189,15 @@ def _check_tasks(
                     hint="e.g. python: mypkg.analysis:summarize",
                 )
             )
+        if task.scratch and (task.container or workflow.defaults.container) is not None:
+            problems.append(
+                positions.problem(
+                    (*where, "scratch"),
+                    "scratch: true does not combine with a container (the container's "
+                    "working folder is fixed when the run is planned)",
+                    hint="drop scratch:, or cd to $TMPDIR inside the task's command",
+                )
+            )
         if task.python is not None and task.resources and task.resources.ranks > 1:
             problems.append(
                 positions.problem(

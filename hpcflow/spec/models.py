@@ -417,6 +417,11 @@ class TaskSpec(SoftwareKeys):
     )
     env: dict[str, str] = Field(default_factory=dict)
     workdir: str | None = Field(None, description="directory the task runs in")
+    scratch: bool = Field(
+        False,
+        description="run in a fresh folder on the node's own disk (the profile's "
+        "scratch_dir), inputs linked in, declared outputs copied back after a success",
+    )
 
     @model_validator(mode="after")
     def _one_action(self) -> TaskSpec:

@@ -145,6 +145,12 @@ class RunPaths:
         return self.run_dir / "tasks"
 
     @property
+    def logs_dir(self) -> Path:
+        """``task_logs: per-worker``: each worker process's one file of its tasks' stdout
+        and stderr, as records (:mod:`hpcflow.store.tasklogs`)."""
+        return self.run_dir / "logs"
+
+    @property
     def quarantine_dir(self) -> Path:
         """Where the outputs of failed attempts are moved, one folder per attempt."""
         return self.run_dir / "quarantine"

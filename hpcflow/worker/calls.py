@@ -62,6 +62,14 @@ class TaskCall:
     #: and how many seconds before (the driver sends it).
     checkpoint_signal: int = 0
     checkpoint_before: float = 0.0
+    #: ``task_logs: per-worker``: the run's logs folder, where the worker appends the
+    #: attempt's stdout/stderr as records (:mod:`hpcflow.worker.worker_logs`); "" writes
+    #: them to :attr:`stdout` and :attr:`stderr`.
+    logs: str = ""
+    #: ``scratch: true``: the folder below which the attempt gets a fresh folder on the
+    #: node to run in ($VARS expanded there; "" for the node's temporary folder); None
+    #: runs it in :attr:`workdir` (:mod:`hpcflow.worker.scratch`).
+    scratch: str | None = None
 
 
 @dataclass(slots=True)

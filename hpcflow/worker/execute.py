@@ -31,8 +31,10 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, Deadline, signal_group
 from hpcflow.worker.journal import note_success
-from hpcflow.worker.logfiles import LazyFile, ensure_dir
+from hpcflow.worker.logfiles import ensure_dir
+from hpcflow.worker.scratch import Scratch
 from hpcflow.worker.values import arguments, encode_call, file_stats
+from hpcflow.worker.worker_logs import open_sink
 
 #: How the message of an attempt its checkpoint signal stopped begins.
 INTERRUPTED_BY = "interrupted by"
@@ -174,23 +176,23 @@ def run_call_for_value(
     into the journal); a reason it returns fails the attempt. With it, a value a child
     process wrote to ``call.value_out`` is loaded and returned too."""
     started = time.time()
-    value = None
     try:
         inputs_sig, failed = prepare_call(call)
         if failed is not None:
             return failed, None
-        with _devices_for(call):
-            if inline and in_process(call):
-                exit_code, peak, message, value = _run_python_inline(call, given)
-            else:
-                exit_code, peak, message = _run_process(call)
-                if accept is not None and exit_code == 0 and call.value_out:
-                    there = os.path.exists(call.value_out)
-                    value = load_value(call.value_out) if there else None
-        if accept is not None and exit_code == 0:
-            refused = accept(value)
+        scratch = Scratch.enter(call) if call.scratch is not None else None
+        try:
+            exit_code, peak, message, value = _attempt(
+                scratch.inner if scratch else call, inline, given, accept
+            )
+        except BaseException:
+            if scratch is not None:
+                scratch.leave(False)
+            raise
+        if scratch is not None:
+            refused = scratch.leave(exit_code == 0)
             if refused is not None:
-                exit_code, message, value = 1, refused, None
+                return _finish(call, started, TaskState.FAILED, exit_code, peak, refused), None
     except OSError as exc:
         return _finish(call, started, TaskState.FAILED, None, None, f"cannot start: {exc}"), None
     outcome = conclude_call(call, started, exit_code, peak, message, inputs_sig)
@@ -199,6 +201,29 @@ def run_call_for_value(
     if given is None and (call.received or call.values_in):
         outcome.values = file_stats(call, value, inline and in_process(call))
     return outcome, value
+
+
+def _attempt(
+    call: TaskCall,
+    inline: bool,
+    given: dict[str, Any] | None,
+    accept: Callable[[Any], str | None] | None,
+) -> tuple[int, int | None, str | None, Any]:
+    """Run ``call`` where it is to run: (exit code, peak memory, message, value)."""
+    value = None
+    with _devices_for(call):
+        if inline and in_process(call):
+            exit_code, peak, message, value = _run_python_inline(call, given)
+        else:
+            exit_code, peak, message = _run_process(call)
+            if accept is not None and exit_code == 0 and call.value_out:
+                there = os.path.exists(call.value_out)
+                value = load_value(call.value_out) if there else None
+    if accept is not None and exit_code == 0:
+        refused = accept(value)
+        if refused is not None:
+            exit_code, message, value = 1, refused, None
+    return exit_code, peak, message, value
 
 
 def _finish(
@@ -286,7 +311,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     try:
         if proc.stdin is not None:
             _send_call(proc.stdin, call)
-        status, usage = _drain_and_wait(proc, call.stdout, call.stderr)
+        status, usage = _drain_and_wait(proc, call.stdout, call.stderr, call.logs)
     finally:
         deadline.cancel()
         # Kill stragglers the task left in its group (e.g. backgrounded children).
@@ -340,7 +365,9 @@ def _send_call(stdin: IO[bytes], call: TaskCall) -> None:
             pass
 
 
-def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> tuple[int, Any]:
+def _drain_and_wait(
+    proc: subprocess.Popen[bytes], stdout: str, stderr: str, logs: str = ""
+) -> tuple[int, Any]:
     """Copy the child's output to its log files until it exits; return (status, rusage).
 
     Stops reading once the child itself has exited (a backgrounded straggler holding the
@@ -348,7 +375,10 @@ def _drain_and_wait(proc: subprocess.Popen[bytes], stdout: str, stderr: str) -> 
     """
     if proc.stdout is None or proc.stderr is None:
         raise RuntimeError("the task's output pipes are missing")
-    sinks = {proc.stdout.fileno(): LazyFile(stdout), proc.stderr.fileno(): LazyFile(stderr)}
+    sinks = {
+        proc.stdout.fileno(): open_sink(stdout, logs),
+        proc.stderr.fileno(): open_sink(stderr, logs),
+    }
     poller = select.poll()
     for fd in sinks:
         poller.register(fd, select.POLLIN)
@@ -413,8 +443,8 @@ def _install_streams() -> None:
 
 
 @contextlib.contextmanager
-def _captured(stdout: str, stderr: str) -> Iterator[None]:
-    """Send this thread's prints to the task's log files (written only if non-empty)."""
+def _captured(stdout: str, stderr: str, logs: str = "") -> Iterator[None]:
+    """Send this thread's prints to the task's logs (written only if non-empty)."""
     _install_streams()
     out, err = io.StringIO(), io.StringIO()
     _STREAMS.out, _STREAMS.err = out, err
@@ -424,9 +454,11 @@ def _captured(stdout: str, stderr: str) -> Iterator[None]:
         _STREAMS.out = _STREAMS.err = None
         for path, buffer in ((stdout, out), (stderr, err)):
             if buffer.tell():
-                ensure_dir(os.path.dirname(path))
-                with open(path, "w", encoding="utf-8") as handle:
-                    handle.write(buffer.getvalue())
+                sink = open_sink(path, logs)
+                try:
+                    sink.write(buffer.getvalue().encode("utf-8", "surrogateescape"))
+                finally:
+                    sink.close()
 
 
 def resolve_callable(spec: str, workdir: str) -> Any:
@@ -469,7 +501,7 @@ def _run_python_inline(
 ) -> tuple[int, int | None, str | None, Any]:
     import traceback
 
-    with _captured(call.stdout, call.stderr):
+    with _captured(call.stdout, call.stderr, call.logs):
         try:
             value = call_python(call, call.workdir, given)
         except Exception as exc:  # the task's own error: record it, never crash the worker

@@ -8,7 +8,8 @@ are checked, stale outputs removed, outputs checked and failed outputs quarantin
 task, as for any task (:func:`hpcflow.worker.execute.prepare_call` / ``conclude_call``).
 Not kept: the peak memory of each task (the shell cannot tell it).
 
-Only shell tasks without a timeout (a timeout needs its own timer process) and with
+Only shell tasks without a timeout (a timeout needs its own timer process), without
+``scratch`` (:mod:`hpcflow.worker.scratch` wraps each run) and with
 plain environment variable names take part, and only with bash 5 or newer (for
 ``$EPOCHREALTIME``); a chunk of one such task only when the driver expects it to be
 tiny (:attr:`TaskCall.tiny`: its first tasks always run alone, so each task definition's
@@ -58,6 +59,7 @@ def _fits(call: TaskCall) -> bool:
         and call.timeout is None
         and not call.gpus  # its own CUDA_VISIBLE_DEVICES
         and not call.checkpoint_signal  # a process group of its own to signal
+        and call.scratch is None  # a folder of its own made and copied back around it
         and all(_NAME.fullmatch(name) for name in (call.env or {}))
     )
 

@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
-from hpcflow.worker.logfiles import LazyFile
+from hpcflow.worker.worker_logs import Sink, open_sink
 
 log = logging.getLogger(__name__)
 
@@ -76,14 +76,16 @@ class LogSplitter:
 
     def __init__(self, mark: bytes) -> None:
         self.mark = mark
-        self.paths: list[str] = []
+        self.paths: list[tuple[str, str]] = []
         self.task = 0
-        self.sink: LazyFile | None = None
+        self.sink: Sink | None = None
         self.pending = b""
 
-    def start(self, paths: list[str]) -> None:
+    def start(self, paths: list[tuple[str, str]]) -> None:
+        """Cut the next chunk's output into ``paths``: (per-task file, per-worker logs
+        folder or "") of each task (:func:`hpcflow.worker.worker_logs.open_sink`)."""
         self.paths, self.task, self.pending = paths, 0, b""
-        self.sink = LazyFile(paths[0]) if paths else None
+        self.sink = open_sink(*paths[0]) if paths else None
 
     @property
     def done(self) -> bool:
@@ -122,7 +124,7 @@ class LogSplitter:
         if self.sink is not None:
             self.sink.close()
         self.task += 1
-        self.sink = LazyFile(self.paths[self.task]) if self.task < len(self.paths) else None
+        self.sink = open_sink(*self.paths[self.task]) if self.task < len(self.paths) else None
 
 
 #: What a shell runs: job control on (each task its own process group); the tasks'
@@ -195,8 +197,8 @@ class Shell:
         self.chunks += 1
         path = os.path.join(self.folder, f"chunk-{self.proc.pid}-{self.chunks}.sh")
         script = "".join(task_lines(k, call, self.mark_text) for k, call in enumerate(group))
-        self.out.start([c.stdout for c in group])
-        self.err.start([c.stderr for c in group])
+        self.out.start([(c.stdout, c.logs) for c in group])
+        self.err.start([(c.stderr, c.logs) for c in group])
         LIVE.add(self.proc.pid)
         done = False
         try:

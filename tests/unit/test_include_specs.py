@@ -155,7 +155,7 @@ tasks:
         "qc/workflow.yaml:8:5: tasks[1].bogus: unknown key 'bogus'\n"
         "    hint: allowed keys: argv, checkpoint, command, conda, container, description, "
         "env, foreach, from, inputs, modules, name, needs, outputs, params, persist, python, "
-        "resources, retries, timeout, venv, workdir"
+        "resources, retries, scratch, timeout, venv, workdir"
     ]
     qc = tmp_path / "qc/workflow.yaml"
     qc.write_text(qc.read_text().replace("    bogus: 1\n", ""))

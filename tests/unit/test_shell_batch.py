@@ -162,7 +162,7 @@ def test_logs_split_right_whatever_the_read_boundaries(tmp_path, piece):
     paths = [str(tmp_path / f"log{k}") for k in range(len(texts))]
     stream = b"".join(text + mark for text in texts)
     splitter = shells.LogSplitter(mark)
-    splitter.start(paths)
+    splitter.start([(path, "") for path in paths])
     for at in range(0, len(stream), piece):
         splitter.feed(stream[at : at + piece])
     splitter.close()
