@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -71,6 +72,49 @@ def measure(n: int, cluster, workdir: Path, nodes: int | None = None) -> dict[st
         "sacct_calls": runner.calls["sacct"],
         "poll_interval_s": profile.poll_interval,
         "submit_to_first_task_s": round(timings.submit_to_first_task or -1, 2),
+        "submit_to_last_task_s": round((timings.last_task_ended or 0) - timings.submitted, 2)
+        if timings.last_task_ended
+        else -1,
+        **central_cpu(timings, n),
+    }
+
+
+def central_cpu(timings, n: int) -> dict[str, object]:
+    """The driver's and the scheduler's CPU seconds, and their sum per task in µs."""
+    if timings.driver_cpu_s is None or timings.scheduler_cpu_s is None:
+        return {}
+    total = timings.driver_cpu_s + timings.scheduler_cpu_s
+    return {
+        "driver_cpu_s": timings.driver_cpu_s,
+        "scheduler_cpu_s": timings.scheduler_cpu_s,
+        "central_cpu_us_per_task": round(1e6 * total / n, 1),
+    }
+
+
+def measure_floor(n: int, cluster, workdir: Path, nodes: int | None = None) -> dict[str, object]:
+    """The same ``n`` tasks by a pool of 2 threads each running ``bash -c`` on this host,
+    writing to the same shared volume: the host's limit, without any batch system."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    folder = workdir / f"floor{n}"
+    (folder / "out").mkdir(parents=True)
+
+    def one(i: int) -> int:
+        return subprocess.run(["bash", "-c", pilot_hq.task_command(i)], cwd=folder).returncode
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(2) as pool:
+        codes = list(pool.map(one, range(n), chunksize=64))
+    wall = time.monotonic() - t0
+    done = pilot_hq.count_outputs(folder, n)
+    return {
+        "tool": "floor",
+        "tasks": n,
+        "nodes": 0,
+        "ok": done == n and not any(codes),
+        "wall_s": round(wall, 2),
+        "tasks_per_s": round(n / wall, 1),
+        "submit_to_last_task_s": round(wall, 2),
     }
 
 
@@ -92,37 +136,56 @@ def measure_hq(n: int, cluster, workdir: Path, nodes: int | None = None) -> dict
 
 
 def section(rows: list[dict[str, object]]) -> str:
+    floors = {r["tasks"]: r for r in rows if r.get("tool") == "floor" and r.get("ok")}
     lines = [
         START,
         "## Pilot mode on the local test SLURM (bench/pilot.py)",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, profile slurm-test (2 CPUs "
-        "per node, poll interval 0.5 s backing off to 2 s); W7 of the benchmark suite: "
-        "`bench/run.py` runs it last. Reproduce alone: `.venv/bin/python bench/pilot.py "
-        "--n N[,N...]` (default 10000). `sbatch → first task` is the time from submitting "
-        "the allocation to the first task starting; squeue/sacct are the status calls.",
-        "`hyperqueue`: the same tasks in an allocation of the same shape on the same cluster, "
-        "one HQ server and one HQ worker per node started inside it, the tasks submitted "
-        "there as one HQ job (bench/pilot_hq.py; HQ's Python API, as the wheel has no `hq` "
-        "command); its submit side polls squeue at the profile's 0.5 s and stops at the "
-        "client's result file; its first task is the first output's mtime.",
+        "per logical node, all nodes on this one 2-core host, poll interval 0.5 s backing "
+        "off to 2 s); W7 of the benchmark suite: `bench/run.py` runs it last. Reproduce "
+        "alone: `.venv/bin/python bench/pilot.py --n N[,N...] --nodes K[,K...]` (default "
+        "10000 tasks, 1 node). The task: `echo i > out/i.txt` on the cluster's GlusterFS "
+        "volume.",
         "",
-        "| tool | nodes | tasks | ok | wall s | tasks/s | sbatch calls | squeue calls | "
-        "sacct calls | sbatch → first task s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "- `sbatch → last task`: from submitting the allocation to the end of the last "
+        "task (hpcflow: its attempt records; HyperQueue: the newest output's mtime), the "
+        "same clock for both; tasks/s is N over it. `wall`: until the tool's submit side "
+        "returned (hpcflow: `hpcflow run`'s pilot, from planning until the allocation has "
+        "ended; HyperQueue: until its client's result file appeared).",
+        "- `central CPU µs/task`: CPU seconds of the run's central processes over N "
+        "(hpcflow: its driver and its Dask scheduler, start-up included; HyperQueue: its "
+        "server, in a process of its own).",
+        "- `floor`: the same N tasks from a pool of 2 threads running `bash -c` on this "
+        "host, on the same volume, with no batch system: the physical limit of the one "
+        "host every logical node runs on; `× floor` is sbatch → last task over it.",
+        "- `hyperqueue`: one HQ server and one HQ worker per node started inside an "
+        "allocation of the same shape (bench/pilot_hq.py; HQ's Python API, as the wheel "
+        "has no `hq` command), the tasks submitted there as one HQ job.",
+        "",
+        "| tool | nodes | tasks | ok | sbatch → last task s | tasks/s | × floor | central CPU "
+        "µs/task | wall s | sbatch calls | squeue calls | sbatch → first task s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "wall_s" not in r:
             lines.append(
                 f"| {r.get('tool', 'hpcflow')} | {r.get('nodes', 1)} | {r['tasks']} | "
-                f"{r['ok']} | {r.get('error', '')} | | | | | |"
+                f"{r['ok']} | {r.get('error', '')} | | | | | | | |"
             )
             continue
+        last = float(r.get("submit_to_last_task_s") or -1)
+        rate = round(int(r["tasks"]) / last, 1) if last > 0 else ""
+        floor = floors.get(r["tasks"])
+        ratio = ""
+        if floor is not None and last > 0 and r is not floor:
+            ratio = f"{last / float(floor['submit_to_last_task_s']):.2f}"
         lines.append(
-            f"| {r.get('tool', 'hpcflow')} | {r.get('nodes', 1)} | {r['tasks']} | {r['ok']} | "
-            f"{r['wall_s']} | "
-            f"{r['tasks_per_s']} | {r['sbatch_calls']} | {r['squeue_calls']} | "
-            f"{r['sacct_calls']} | {r['submit_to_first_task_s']} |"
+            f"| {r.get('tool', 'hpcflow')} | {r.get('nodes', 1) or '-'} | {r['tasks']} | "
+            f"{r['ok']} | {last if last > 0 else ''} | {rate} | {ratio} | "
+            f"{r.get('central_cpu_us_per_task', '')} | {r['wall_s']} | "
+            f"{r.get('sbatch_calls', '')} | {r.get('squeue_calls', '')} | "
+            f"{r.get('submit_to_first_task_s', '')} |"
         )
     lines += ["", END, ""]
     return "\n".join(lines)
@@ -132,32 +195,44 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", default="10000", help="task counts, comma-separated (default 10000)")
     ap.add_argument(
-        "--tools", default="hpcflow,hyperqueue", help="hpcflow, hyperqueue or both (default)"
+        "--tools",
+        default="hpcflow,hyperqueue",
+        help="any of floor, hpcflow, hyperqueue, comma-separated (default hpcflow,hyperqueue)",
     )
     ap.add_argument(
         "--nodes",
-        type=int,
         default=None,
-        help="nodes per allocation (default: the slurm-test profile's, 1); the test cluster "
-        "gets at least 4",
+        help="nodes per allocation, comma-separated for a scale curve (default: the "
+        "slurm-test profile's, 1); the test cluster gets the largest, at least 4",
     )
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     args = ap.parse_args()
     tools = [t.strip() for t in args.tools.split(",") if t.strip()]
-    if set(tools) - {"hpcflow", "hyperqueue"}:
-        ap.error("--tools takes hpcflow, hyperqueue or both")
+    if set(tools) - {"floor", "hpcflow", "hyperqueue"}:
+        ap.error("--tools takes floor, hpcflow and hyperqueue")
+    node_counts: list[int | None] = [None]
+    if args.nodes:
+        node_counts = [int(x) for x in args.nodes.split(",")]
+    measures = {"floor": measure_floor, "hpcflow": measure, "hyperqueue": measure_hq}
     rows = []
-    cluster = start_cluster(nodes=max(4, args.nodes or 1))
+    cluster = start_cluster(nodes=max(4, *(k or 1 for k in node_counts)))
     try:
         # The nodes see the cluster's shared volume (GlusterFS), not this machine's /tmp.
         tmp = Path(tempfile.mkdtemp(prefix="hpcflow-pilot-bench-", dir=cluster.shared))
         os.environ["HPCFLOW_HOME"] = str(tmp / "home")
         for n in (int(x) for x in args.n.split(",")):
-            for tool in tools:
-                how = measure if tool == "hpcflow" else measure_hq
-                row = how(n, cluster, tmp, args.nodes)
+            if "floor" in tools:
+                row = measure_floor(n, cluster, tmp)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+            for k in node_counts:
+                for tool in tools:
+                    if tool == "floor":
+                        continue
+                    where = tmp / f"k{k or 1}"
+                    row = measures[tool](n, cluster, where, k)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
     finally:
         cluster.stop()
     write_section(Path(args.out), section(rows), "pilot")

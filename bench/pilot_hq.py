@@ -175,9 +175,14 @@ def measure(
             # HQ records no task start times the submit side can read: the first output
             # file's mtime stands for the first task (they take a millisecond).
             "submit_to_first_task_s": round(min(mtimes) - t_submit, 2) if mtimes else -1,
+            "submit_to_last_task_s": round(max(mtimes) - t_submit, 2) if mtimes else -1,
             "workers": len(list((workdir / "workers").glob("*.json"))),
         }
     )
+    cpu = _read_json(workdir / "server_cpu.json").get("server_cpu_s")
+    if cpu is not None:
+        row["server_cpu_s"] = cpu
+        row["central_cpu_us_per_task"] = round(1e6 * float(cpu) / n, 1)
     t_start = _read_float(workdir / "t_start")
     if t_start is not None:
         row["submit_to_allocation_s"] = round(t_start - t_submit, 2)
@@ -230,22 +235,50 @@ def _wait_for(path: Path, timeout: float = SERVER_WAIT_S) -> None:
 
 
 def node_main(server_dir: Path, cores: int, stop: Path) -> int:
-    """One node's HQ process: the server and a worker on node 0, a worker elsewhere."""
+    """One node's HQ process: on node 0 the server (and, as a child process of its own,
+    that node's worker, so the server's CPU time is the server's alone: written to
+    ``server_cpu.json`` when the run is over), on every other node a worker."""
+    node_id = int(os.environ.get("SLURM_NODEID", "0"))
+    if node_id != 0:
+        return worker_main(server_dir, cores, stop)
+    import resource
+    import subprocess
+
+    from hyperqueue.ffi.cluster import Cluster
+
+    server_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(str(server_dir))  # noqa: F841 - the server lives while it does
+    worker = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "worker", str(server_dir),
+         str(cores), str(stop)]
+    )  # fmt: skip
+    while not stop.exists():
+        time.sleep(0.2)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    (stop.parent / "server_cpu.json").write_text(
+        json.dumps({"server_cpu_s": round(usage.ru_utime + usage.ru_stime, 3)})
+    )
+    try:
+        worker.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def worker_main(server_dir: Path, cores: int, stop: Path) -> int:
+    """One HQ worker of ``cores`` that joins the server in ``server_dir``."""
     from hyperqueue.ffi.cluster import Cluster
 
     node_id = int(os.environ.get("SLURM_NODEID", "0"))
-    if node_id == 0:
-        server_dir.mkdir(parents=True, exist_ok=True)
-        cluster = Cluster(str(server_dir))
-    else:
-        _wait_for(_access_file(server_dir))
-        # A throwaway server, only so that the FFI will add a worker; then the worker is
-        # pointed at the real server by the hq-current link it reads.
-        own = Path(tempfile.mkdtemp(prefix="hq-node-"))
-        cluster = Cluster(str(own))
-        link = own / "hq-current"
-        link.unlink()
-        link.symlink_to(os.path.realpath(server_dir / "hq-current"))
+    _wait_for(_access_file(server_dir))
+    # A throwaway server, only so that the FFI will add a worker; then the worker is
+    # pointed at the real server by the hq-current link it reads.
+    own = Path(tempfile.mkdtemp(prefix="hq-node-"))
+    cluster = Cluster(str(own))
+    link = own / "hq-current"
+    link.unlink()
+    link.symlink_to(os.path.realpath(server_dir / "hq-current"))
     cluster.add_worker(cores)
     workers = stop.parent / "workers"
     workers.mkdir(exist_ok=True)
@@ -292,9 +325,11 @@ def main(argv: list[str]) -> int:
     what = argv[0]
     if what == "node":
         return node_main(Path(argv[1]), int(argv[2]), Path(argv[3]))
+    if what == "worker":
+        return worker_main(Path(argv[1]), int(argv[2]), Path(argv[3]))
     if what == "submit":
         return submit_main(Path(argv[1]), int(argv[2]), Path(argv[3]))
-    print(f"pilot_hq.py: node|submit, not {what!r}", file=sys.stderr)
+    print(f"pilot_hq.py: node|worker|submit, not {what!r}", file=sys.stderr)
     return 2
 
 

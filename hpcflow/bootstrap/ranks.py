@@ -22,6 +22,7 @@ from pathlib import Path
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.head import allocation_started
 from hpcflow.bootstrap.logs import tag_logs
+from hpcflow.bootstrap.overhead import record_overhead
 from hpcflow.bootstrap.preflight import (
     PreflightError,
     check_run_dir,
@@ -419,6 +420,8 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
         )
         prepared.memo.close()
         log.info("run %s finished: %s", run_id, summary.totals)
+        overhead = record_overhead(client, db)
+        log.info("CPU seconds: %s", overhead)
         return 0
     except Exception as exc:  # the run must still end, and say why
         log.error("driver failed: %s\n%s", exc, traceback.format_exc())

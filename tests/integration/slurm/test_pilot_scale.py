@@ -47,6 +47,9 @@ tasks:
     bound = elapsed / profile.poll_interval + 2
     assert runner.calls["squeue"] <= bound, (runner.calls, elapsed)
     timings = pilot_timings(summary.paths.state_db)
+    # The driver and the scheduler report what they cost (bench/pilot.py: per task).
+    assert timings.driver_cpu_s and timings.driver_cpu_s > 0, timings
+    assert timings.scheduler_cpu_s and timings.scheduler_cpu_s > 0, timings
     record = {
         "tasks": N,
         "sbatch_calls": runner.calls["sbatch"],
@@ -55,6 +58,8 @@ tasks:
         "wall_seconds": round(elapsed, 2),
         "submit_to_first_task_seconds": round(timings.submit_to_first_task or -1, 2),
         "poll_interval": profile.poll_interval,
+        "driver_cpu_seconds": timings.driver_cpu_s,
+        "scheduler_cpu_seconds": timings.scheduler_cpu_s,
     }
     # Kept for bench/RESULTS.md (bench/pilot.py runs the same measurement and writes it there).
     (REPO / "bench" / "pilot-last-test.json").write_text(json.dumps(record, indent=2) + "\n")
