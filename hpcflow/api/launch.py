@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypedDict
 
 from hpcflow.engine.lifecycle import RunSummary
-from hpcflow.engine.prepare import PreparedRun, RunOptions, prepare
 from hpcflow.errors import RunError
-from hpcflow.settings.profile import Profile
 from hpcflow.store.paths import RunPaths
 
-if TYPE_CHECKING:  # the driver is imported only when a run has tasks to run
+if TYPE_CHECKING:  # imported when a run is planned (a settled run never is) or driven
     from hpcflow.engine.driver import Observer
+    from hpcflow.engine.prepare import PreparedRun, RunOptions
+    from hpcflow.settings.profile import Profile
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,7 @@ def plan_run(workflow: Path, request: RunRequest) -> RunPlan:
     bad workflow, :class:`~hpcflow.errors.ProfileError` for a bad profile or override,
     :class:`~hpcflow.errors.RunLockedError` while another run of it is active.
     """
+    from hpcflow.engine.prepare import RunOptions, prepare
     from hpcflow.envs.site import SiteEnvironment
     from hpcflow.modes.registry import mode_of
 
@@ -163,6 +164,25 @@ def plan_run(workflow: Path, request: RunRequest) -> RunPlan:
     if request.dry_run:
         prepared.memo.close()
     return RunPlan(request, profile, options, prepared, layout)
+
+
+def settled_run(workflow: Path, request: RunRequest) -> tuple[RunSummary, list[str]] | None:
+    """A local run of ``workflow`` recorded at once, every task cached, when ``request``
+    names no profile, override, run directory, force, rerun, dry run or detach and the
+    workflow is as it was when a run left every task up to date, with every task's
+    outputs as they were (:mod:`hpcflow.modes.settled`): its summary and task names in
+    the workflow's order. None otherwise: plan it (:func:`plan_run`).
+    """
+    given = any(value is not None for value in request.overrides.values())
+    if given or request.profile or request.run_dir or request.force or request.rerun:
+        return None
+    if request.dry_run or request.detach:
+        return None
+    from hpcflow.modes.settled import resume_settled
+
+    return resume_settled(
+        workflow, workers=request.workers, threads=request.threads, engine=request.engine
+    )
 
 
 def run_workflow(

@@ -14,7 +14,12 @@ import click
 from hpcflow.cli._options import allocation_options
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
+
+    from hpcflow.api.launch import RunRequest
+    from hpcflow.engine.lifecycle import RunSummary
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -95,12 +100,21 @@ def command(
     quiet: bool,
 ) -> None:
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
-    from hpcflow.api.launch import RunRequest, plan_run
+    from hpcflow.api.launch import RunRequest, settled_run
     from hpcflow.spec.units import format_elapsed
     from hpcflow.store import statedb as st
-    from hpcflow.store.paths import RunPaths
     from hpcflow.store.statedb import StateDB
-    from hpcflow.store.states import RunStatus
+
+    consoles: list[Console] = []
+
+    def out() -> Console:
+        # Made when first needed: a quiet run with nothing to show but its summary line
+        # never imports rich (a resume with every task up to date is mostly start-up).
+        if not consoles:
+            from rich.console import Console
+
+            consoles.append(Console(stderr=False))
+        return consoles[0]
 
     request = RunRequest(
         profile=profile,
@@ -121,23 +135,58 @@ def command(
         dry_run=dry_run,
         detach=detach,
     )
+    # A local resume of a workflow unchanged since every task was up to date is recorded
+    # without loading or planning the workflow; any other run is planned in full.
+    ended = settled_run(workflow, request) or _plan_and_run(workflow, request, out, quiet)
+    if ended is None:  # a dry run (its plan printed), or a batch run left on its own
+        return
+    summary, order = ended
+    paths = summary.paths
+    with StateDB(paths.state_db, readonly=True) as db:
+        counts = db.counts()
+        failed_rows = db.tasks(states=(st.FAILED,))
+    total = sum(sum(c.values()) for c in counts.values())
+    if not quiet or failed_rows:
+        from hpcflow.cli import console as ui
+
+        if not quiet:
+            out().print(ui.counts_table(counts, order, title=f"run {summary.run_id}"))
+            if failed_rows:
+                out().print()
+        if failed_rows:
+            ui.failures(out(), paths, failed_rows)
+    done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
+    cached = sum(c.get(st.CACHED, 0) for c in counts.values())
+    line = (
+        f"{done} ran, {cached} up to date, {len(failed_rows)} failed of {total} tasks in "
+        f"{format_elapsed(summary.elapsed)} · run dir {paths.run_dir}"
+    )
+    if consoles or sys.stdout.isatty() or os.environ.get("FORCE_COLOR"):
+        style = "green" if summary.ok else "red"
+        out().print(f"[{style}]{summary.status}[/{style}]: {line}", highlight=False, soft_wrap=True)
+    else:  # plain text, as rich writes it to a file, without importing rich
+        click.echo(f"{summary.status}: {line}")
+    if summary.cancelled:
+        sys.exit(130)
+    sys.exit(0 if summary.ok else 1)
+
+
+def _plan_and_run(
+    workflow: Path, request: RunRequest, out: Callable[[], Console], quiet: bool
+) -> tuple[RunSummary, list[str]] | None:
+    """Plan the run in full and run it: its summary and task names in the workflow's
+    order; None for a dry run (the plan is printed) and a detached batch run."""
+    from hpcflow.api.launch import plan_run
+    from hpcflow.store.paths import RunPaths
+    from hpcflow.store.states import RunStatus
+
     planned = plan_run(workflow, request)
-    consoles: list[Console] = []
-
-    def out() -> Console:
-        # Made when first needed: a quiet run with nothing to show but its summary line
-        # never imports rich (a resume with every task up to date is mostly start-up).
-        if not consoles:
-            from rich.console import Console
-
-            consoles.append(Console(stderr=False))
-        return consoles[0]
-
-    if dry_run:
+    detach = request.detach
+    if request.dry_run:
         from hpcflow.cli.plan import print_plan
 
         print_plan(out(), planned.prepared, planned.profile)
-        return
+        return None
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # A command started in the background by a script inherits SIGINT ignored; Ctrl-C,
     # `kill -INT` and the interrupts hpcflow raises itself (elastic mode's watch, when no
@@ -162,32 +211,5 @@ def command(
         summary = planned.execute(None, submitted)
     if detach and RunStatus.SUBMITTED in summary.totals:
         out().print(f"detached: follow with `hpcflow status {summary.run_id}`", highlight=False)
-        return
-    paths = summary.paths
-    with StateDB(paths.state_db, readonly=True) as db:
-        counts = db.counts()
-        failed_rows = db.tasks(states=(st.FAILED,))
-    total = sum(sum(c.values()) for c in counts.values())
-    if not quiet or failed_rows:
-        from hpcflow.cli import console as ui
-
-        if not quiet:
-            out().print(ui.counts_table(counts, planned.order, title=f"run {summary.run_id}"))
-            if failed_rows:
-                out().print()
-        if failed_rows:
-            ui.failures(out(), paths, failed_rows)
-    done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
-    cached = sum(c.get(st.CACHED, 0) for c in counts.values())
-    line = (
-        f"{done} ran, {cached} up to date, {len(failed_rows)} failed of {total} tasks in "
-        f"{format_elapsed(summary.elapsed)} · run dir {paths.run_dir}"
-    )
-    if consoles or sys.stdout.isatty() or os.environ.get("FORCE_COLOR"):
-        style = "green" if summary.ok else "red"
-        out().print(f"[{style}]{summary.status}[/{style}]: {line}", highlight=False, soft_wrap=True)
-    else:  # plain text, as rich writes it to a file, without importing rich
-        click.echo(f"{summary.status}: {line}")
-    if summary.cancelled:
-        sys.exit(130)
-    sys.exit(0 if summary.ok else 1)
+        return None
+    return summary, planned.order

@@ -24,7 +24,6 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from hpcflow._version import __version__
-from hpcflow.engine.prepare import PreparedRun, RunOptions
 from hpcflow.errors import RunError
 from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
@@ -34,8 +33,9 @@ from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 from hpcflow.store.states import RunStatus
 
-if TYPE_CHECKING:  # the driver is imported only by what drives a run
+if TYPE_CHECKING:  # the driver and the loader are imported by what drives or plans a run
     from hpcflow.engine.driver import Observer
+    from hpcflow.engine.prepare import PreparedRun, RunOptions
 
 log = logging.getLogger(__name__)
 

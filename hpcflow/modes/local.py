@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.lifecycle import RunLife, RunSummary
 from hpcflow.engine.prepare import PreparedRun, RunOptions
+from hpcflow.modes.settled import local_engine, settle
 from hpcflow.worker.local_cluster import LocalCapacity
 
 if TYPE_CHECKING:
@@ -22,13 +23,15 @@ def run_local(
 ) -> RunSummary:
     """Run on this machine: create the run directory, start the local engine, drive."""
     capacity = LocalCapacity.detect(options.workers, options.threads)
-    engine = local_engine(options)
+    engine = local_engine(options.engine, options.workers)
     graph = prepared.graph
     with RunLife(prepared, options, extra={"slots": capacity.slots, "engine": engine}) as life:
         check_capacity(graph, prepared.decision.run, capacity.max_cpus_per_task, capacity.gpus)
         life.create()
         if life.nothing_to_run:
-            return life.all_cached(observer)
+            summary = life.all_cached(observer)
+            settle(prepared, life.paths.run_dir, summary)
+            return summary
         # Imported only now: a resume with every task up to date never loads the driver.
         from hpcflow.engine.drive import drive
 
@@ -41,21 +44,11 @@ def run_local(
             engine,
         )
         with _local_engine(engine, capacity, str(Path(graph.loaded.base_dir))) as cluster:
-            return drive(prepared, life.db, life.run_id, cluster.client, capacity.slots, observer)
-
-
-def local_engine(options: RunOptions) -> str:
-    """Which engine a local run uses: ``pool`` or ``dask``.
-
-    ``auto`` takes the pool (threads in the driver for commands, worker processes for
-    Python calls): a local run gains nothing from Dask but its start-up and round trips.
-    ``--workers`` above 1 asks for Dask's worker processes, so it takes Dask.
-    """
-    if options.engine != "auto":
-        return options.engine
-    if options.workers is not None and options.workers > 1:
-        return "dask"
-    return "pool"
+            summary = drive(
+                prepared, life.db, life.run_id, cluster.client, capacity.slots, observer
+            )
+        settle(prepared, life.paths.run_dir, summary)
+        return summary
 
 
 def _local_engine(engine: str, capacity: LocalCapacity, workdir: str) -> Any:

@@ -28,6 +28,22 @@ FileSig = dict[str, list[int]]
 _decode = json.JSONDecoder().raw_decode
 
 
+@dataclass(frozen=True)
+class Settled:
+    """The run after which every task of a workflow was up to date (:meth:`Memo.settle`).
+
+    ``digest`` names the workflow text and hpcflow version it ran; ``entries`` and
+    ``last_row`` are the count and the largest row id of the workflow's memo entries then:
+    any later write to them (a success recorded, a journal folded, by any version of
+    hpcflow) changes one of the two, and the settled run no longer holds.
+    """
+
+    run_dir: Path
+    digest: str
+    entries: int
+    last_row: int
+
+
 @dataclass(frozen=True, slots=True)
 class MemoEntry:
     task_id: str
@@ -49,6 +65,10 @@ class Memo(BatchedWriter):
             "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
             " fingerprint TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,"
             " run_id TEXT NOT NULL, PRIMARY KEY (workflow, task_id))"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS settled (workflow TEXT PRIMARY KEY, run_dir TEXT NOT NULL,"
+            " digest TEXT NOT NULL, entries INTEGER NOT NULL, last_row INTEGER NOT NULL)"
         )
         super().__init__(conn)
         self._key = workflow_key
@@ -80,9 +100,44 @@ class Memo(BatchedWriter):
             "SELECT task_id, fingerprint, inputs, outputs, run_id FROM memo WHERE workflow = ?",
             (self._key,),
         )
-        return {
-            r[0]: MemoEntry(r[0], r[1], _signatures(r[2]), _signatures(r[3]), r[4]) for r in rows
-        }
+        return {r[0]: MemoEntry(r[0], r[1], signatures(r[2]), signatures(r[3]), r[4]) for r in rows}
+
+    def outputs_without_inputs(self) -> dict[str, str]:
+        """The outputs' signatures as stored (JSON) of each task that had no inputs (the
+        tasks of a settled run: :mod:`hpcflow.modes.settled`), by task id."""
+        rows = self.read(
+            "SELECT task_id, outputs FROM memo WHERE workflow = ? AND inputs = '{}'", (self._key,)
+        )
+        return dict(rows)  # type: ignore[arg-type]
+
+    def _extent(self) -> tuple[int, int]:
+        count, last = self.read(
+            "SELECT count(*), coalesce(max(rowid), 0) FROM memo WHERE workflow = ?", (self._key,)
+        )[0]
+        return int(count), int(last)
+
+    def settle(self, run_dir: Path, digest: str) -> None:
+        """Note that after the run in ``run_dir`` every task of the workflow whose text and
+        hpcflow version ``digest`` names is up to date, as the memo now says (committed
+        with the memo's next commit)."""
+        entries, last = self._extent()
+        self.write(
+            "INSERT OR REPLACE INTO settled VALUES (?, ?, ?, ?, ?)",
+            [(self._key, str(run_dir), digest, entries, last)],
+        )
+
+    def settled(self) -> Settled | None:
+        """The settled run (:meth:`settle`), if the memo's entries are as it left them."""
+        rows = self.read(
+            "SELECT run_dir, digest, entries, last_row FROM settled WHERE workflow = ?",
+            (self._key,),
+        )
+        if not rows:
+            return None
+        run_dir, digest, entries, last = rows[0]
+        if self._extent() != (entries, last):
+            return None
+        return Settled(Path(run_dir), digest, entries, last)
 
     def record(self, entries: Iterable[MemoEntry]) -> None:
         self.write(
@@ -134,7 +189,7 @@ class Memo(BatchedWriter):
         return len(entries)
 
 
-def _signatures(text: str) -> FileSig:
+def signatures(text: str) -> FileSig:
     """File signatures as the memo stores them (JSON, as :meth:`Memo.record` wrote it);
     most tasks have no inputs. Decoded without :func:`json.loads`'s checks for leading
     and trailing space (a third of the time, read once per task on every resume)."""

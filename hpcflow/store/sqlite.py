@@ -205,6 +205,12 @@ class BatchedWriter:
             raise
         conn.execute("COMMIT")
 
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
+        """Run ``sql`` at once, outside any transaction, after committing what waits: for
+        what SQLite refuses inside one (``ATTACH``, ``DETACH``)."""
+        self.flush()
+        self._conn.execute(sql, tuple(params))
+
     def read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a query, after committing what waits."""
         self.flush()

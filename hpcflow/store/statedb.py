@@ -283,6 +283,24 @@ class StateDB:
             now=True,
         )
 
+    def copy_tasks(self, earlier: Path, state: str) -> None:
+        """Insert the tasks of ``earlier``, another run's ``state.sqlite`` (of the same
+        workflow, unchanged), each in ``state``; committed at once. The file is only read."""
+        if self._writer is None:
+            raise sqlite3.OperationalError(f"{self.path} is open read-only")
+        if not earlier.is_file():  # (ATTACH would create it)
+            raise FileNotFoundError(earlier)
+        self._writer.execute("ATTACH DATABASE ? AS earlier", (str(earlier),))
+        try:
+            self._write(
+                "INSERT INTO tasks (idx, id, name, slug, deps, state)"
+                " SELECT idx, id, name, slug, deps, ? FROM earlier.tasks ORDER BY idx",
+                [(state,)],
+                now=True,
+            )
+        finally:
+            self._writer.execute("DETACH DATABASE earlier")
+
     def set_states(self, changes: Iterable[tuple[int, str]], message: str | None = None) -> None:
         self._write(
             "UPDATE tasks SET state = ?, message = COALESCE(?, message) WHERE idx = ?",
@@ -444,6 +462,10 @@ class StateDB:
             "SELECT * FROM attempts ORDER BY started IS NULL, started, task_idx, attempt"
         )
         return [AttemptRecord(*r) for r in rows]
+
+    def task_ids(self) -> list[tuple[str, str]]:
+        """Each task's (id, name), in index order."""
+        return self._rows("SELECT id, name FROM tasks ORDER BY idx")  # type: ignore[return-value]
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per task name: how many tasks are in each state."""

@@ -88,3 +88,28 @@ def test_an_mpi_task_that_fits_one_worker_starts_on_its_node_and_holds_its_ranks
     plain = CallFactory(graph, RunPaths(tmp_path / "run"), mpi_launcher="srun")
     assert plain.call(small, 1).argv[0] == "srun"
     assert plain.held_cpus(graph.template(small).resources) == 1
+
+
+def test_fingerprint_text_is_json_dumps_of_the_payload():
+    """Fingerprints hash what json.dumps(payload, sort_keys=True) writes; _json_text
+    writes it without an encoder per task, and must write the same text (else every task
+    of every earlier run would run again once)."""
+    import json
+
+    from hpcflow.engine.calls_factory import _json_text
+
+    class Text(str):
+        pass
+
+    payloads: list[list[object]] = [
+        ["shell", "echo 1 > out_1.txt", None, None, None, {}, "/a/b", ("/a/b/out_1.txt",)],
+        ["argv", None, ["a", "b é", "\u2603", "\x00\n\"\\"], None, None, {"B": "1", "A": "2"},
+         "/x", []],
+        ["python", None, None, "m:f", {"x": 1, "y": [1, 2.5, True, None], "z": "é"}, {}, "/w",
+         ["o", "p"], ["software", "a", 1]],
+        ["shell", "", [], None, None, {}, "", ["\udc80"],
+         {"b": ["value", ["t[i=1]"]], "a": ["list", []]}],
+        [Text("x"), [Text("y"), 1], (1, "a"), ["a", None], [["a"]], True, 1.5],
+    ]  # fmt: skip
+    for payload in payloads:
+        assert _json_text(payload) == json.dumps(payload, sort_keys=True)

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: Bottom to top. A package may import its own modules and any package of a lower layer;
 #: packages of one layer do not import each other. Keep in step with docs/architecture.md.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("hpcflow._version", "hpcflow.errors"),
+    ("hpcflow._version", "hpcflow.errors", "hpcflow._lazy"),
     ("hpcflow.store", "hpcflow.spec"),
     ("hpcflow.settings", "hpcflow.dag"),
     ("hpcflow.transport", "hpcflow.launchers", "hpcflow.envs"),
