@@ -209,6 +209,15 @@ class Poller:
             reason=LOST_REASON,
         )
 
+    def hurry(self, now: float | None = None) -> None:
+        """A change is coming soon (the run's driver has said the run is over, so its
+        allocation ends within seconds): poll again one base ``interval`` from now at the
+        latest, and restart the backoff, instead of sleeping out a long backed-off wait."""
+        now = self.clock() if now is None else now
+        self._current_interval = self.interval
+        due = now + self.interval
+        self.next_due = due if self.next_due is None else min(self.next_due, due)
+
     def _schedule(self, now: float, *, changed: bool) -> None:
         if changed:
             self._current_interval = self.interval

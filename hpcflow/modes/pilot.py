@@ -390,7 +390,9 @@ def _follow(
             if meta.get("status") in (RunStatus.SUCCEEDED, RunStatus.FAILED) and not poller.settled(
                 [current]
             ):
-                ended_at = ended_at or time.monotonic()
+                if ended_at is None:
+                    ended_at = time.monotonic()
+                    poller.hurry()  # the allocation ends within seconds: see it soon
                 if time.monotonic() - ended_at > LINGER_SECONDS:
                     # E.g. srun still waits for ranks on a node that died and that
                     # SLURM has not declared down yet: the run is over, free the nodes.

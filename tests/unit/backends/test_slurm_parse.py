@@ -341,6 +341,26 @@ def test_poller_backs_off_while_nothing_changes_and_resets_on_change():
     assert poller.queries == 12
 
 
+def test_a_poller_told_to_hurry_polls_one_base_interval_later_and_backs_off_again():
+    """When the driver says the run is over the allocation ends within seconds: the
+    submit side must not sleep out a backed-off wait (8 s here) to see it."""
+    clock = FakeClock()
+    backend = FakeBackend([{"1": status("1", S.RUNNING)}])
+    poller = make_poller(backend, clock)
+    poller.track(["1"])
+    for _ in range(5):
+        clock.now = poller.next_due
+        poller.poll_once(clock.now)
+    assert poller.next_due - clock.now == 8  # backed off to the cap
+    poller.hurry(clock.now + 0.25)
+    assert poller.next_due == clock.now + 1.25
+    clock.now = poller.next_due
+    poller.poll_once(clock.now)
+    assert poller.next_due - clock.now == 2  # doubling from the base again
+    poller.hurry(clock.now)  # never later than what is already due
+    assert poller.next_due - clock.now == 1
+
+
 def test_poller_tolerates_transient_failures_then_raises():
     clock = FakeClock()
     boom = SchedulerCommandError(["squeue"], 1, "", "Socket timed out")
