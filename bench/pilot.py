@@ -35,8 +35,6 @@ from hpcflow.modes.pilot_stats import pilot_timings  # noqa: E402
 from hpcflow.settings import resolve_profile  # noqa: E402
 from tests.slurm_cluster import start_cluster  # noqa: E402
 
-START, END = markers("pilot")
-
 
 def bench_profile(nodes: int | None = None):
     """The slurm-test profile, with ``nodes`` per allocation when given."""
@@ -135,11 +133,16 @@ def measure_hq(n: int, cluster, workdir: Path, nodes: int | None = None) -> dict
     return {"nodes": profile.nodes, **row}
 
 
-def section(rows: list[dict[str, object]]) -> str:
+def section(rows: list[dict[str, object]], name: str = "pilot") -> str:
+    """Section ``name`` of RESULTS.md: ``pilot`` (W7), or ``pilot-scale`` (a node curve)."""
+    start, end = markers(name)
+    title = "Pilot mode on the local test SLURM (bench/pilot.py)"
+    if name == "pilot-scale":
+        title = "Pilot mode as nodes are added: 1 to 32 logical nodes (bench/pilot.py)"
     floors = {r["tasks"]: r for r in rows if r.get("tool") == "floor" and r.get("ok")}
     lines = [
-        START,
-        "## Pilot mode on the local test SLURM (bench/pilot.py)",
+        start,
+        f"## {title}",
         "",
         f"Measured {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, profile slurm-test (2 CPUs "
         "per logical node, all nodes on this one 2-core host, poll interval 0.5 s backing "
@@ -187,7 +190,7 @@ def section(rows: list[dict[str, object]]) -> str:
             f"{r.get('sbatch_calls', '')} | {r.get('squeue_calls', '')} | "
             f"{r.get('submit_to_first_task_s', '')} |"
         )
-    lines += ["", END, ""]
+    lines += ["", end, ""]
     return "\n".join(lines)
 
 
@@ -235,7 +238,9 @@ def main() -> int:
                     rows.append(row)
     finally:
         cluster.stop()
-    write_section(Path(args.out), section(rows), "pilot")
+    # A curve over several node counts is a section of its own, beside W7's.
+    name = "pilot-scale" if len(node_counts) > 1 else "pilot"
+    write_section(Path(args.out), section(rows, name), name)
     print(f"wrote {args.out}")
     return 0 if all(r["ok"] for r in rows) else 1
 
