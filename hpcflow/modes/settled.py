@@ -36,7 +36,7 @@ from hpcflow.engine.lifecycle import (
     run_meta,
 )
 from hpcflow.launchers.environment import allocation_layout
-from hpcflow.settings.lookup import find_profile
+from hpcflow.settings.lookup import DEFAULT_PROFILE, SUFFIXES, user_profile_dir
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.lock import RunLock
@@ -108,8 +108,9 @@ def resume_settled(
         return None  # a profile or a setting from the environment: resolved in full
     if allocation_layout(env) is not None:
         return None  # inside an allocation: a run may boot on it
-    if find_profile("local", env).origin != "shipped":
-        return None
+    user = user_profile_dir(env)
+    if any((user / f"{DEFAULT_PROFILE}{suffix}").is_file() for suffix in SUFFIXES):
+        return None  # the user's own profile named local (HPCFLOW_PROFILE_PATH is unset)
     try:
         text = workflow_file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
