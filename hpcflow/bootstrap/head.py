@@ -43,6 +43,10 @@ log = logging.getLogger("hpcflow.bootstrap")
 #: or two: the driver's shutdown stops the scheduler and every worker). Below the submit
 #: host's own 60 s, after which it cancels the allocation.
 GRACE = 30.0
+#: Seconds the workers may take to end by themselves once the driver and the scheduler
+#: have both ended cleanly: the run here is over and every result recorded, so nothing of
+#: theirs is left to wait for (Dask's nanny alone holds a closed worker's process 2 s).
+CLEAN_GRACE = 0.5
 #: Seconds between SIGTERM and SIGKILL.
 KILL_AFTER = 10.0
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
@@ -168,14 +172,21 @@ def _wait(
                 over_at = time.monotonic()
         if over_at is not None and len(codes) < len(children):
             late = time.monotonic() - over_at
-            if late > grace:
+            clean = codes.get("driver") == 0 and codes.get("scheduler") == 0
+            allowed = min(grace, CLEAN_GRACE) if clean else grace
+            if late > allowed:
                 for name, child in children.items():
                     if name not in codes and name not in stopped:
-                        log.warning("%s still runs %.0fs after the run here ended: stopping it",
-                                    name, grace)  # fmt: skip
+                        log.log(
+                            logging.INFO if clean else logging.WARNING,
+                            "%s still runs %.1fs after the run here ended%s: stopping it",
+                            name,
+                            allowed,
+                            " cleanly" if clean else "",
+                        )
                         stopped.add(name)
                         _signal(child, signal.SIGTERM)
-            if late > grace + kill_after:
+            if late > allowed + kill_after:
                 for name, child in children.items():
                     if name not in codes:
                         _signal(child, signal.SIGKILL)

@@ -230,6 +230,19 @@ def test_head_stops_what_outlives_the_driver(tmp_path):
     assert code == 0 and took < 10
 
 
+def test_after_a_clean_end_the_head_does_not_wait_for_the_workers_to_close(tmp_path):
+    """Driver and scheduler both ended 0: every result is recorded, so the workers get
+    CLEAN_GRACE (not the 30 s grace) before they are stopped, and the allocation ends
+    successfully; after a failed driver they keep the whole grace (their logs may say
+    why)."""
+    code, took = _head(tmp_path, {"scheduler": "exit 0", "driver": "exit 0"}, "exec sleep 30")
+    assert code == 0 and took < 8
+    code, took = _head(
+        tmp_path, {"scheduler": "exit 0", "driver": "exit 1"}, "exec sleep 30", grace=3
+    )
+    assert code == 1 and took >= 3
+
+
 def test_head_does_not_end_the_run_when_workers_die(tmp_path):
     # The worker launch ends first (every worker died): the driver goes on to its end,
     # told by a file that the launch has ended, and with which status.
