@@ -85,6 +85,8 @@ def central_cpu(timings, n: int) -> dict[str, object]:
     return {
         "driver_cpu_s": timings.driver_cpu_s,
         "scheduler_cpu_s": timings.scheduler_cpu_s,
+        "scheduler_cpu_us_per_task": round(1e6 * timings.scheduler_cpu_s / n, 1),
+        "driver_cpu_us_per_task": round(1e6 * timings.driver_cpu_s / n, 1),
         "central_cpu_us_per_task": round(1e6 * total / n, 1),
     }
 
@@ -156,9 +158,11 @@ def section(rows: list[dict[str, object]], name: str = "pilot") -> str:
         "same clock for both; tasks/s is N over it. `wall`: until the tool's submit side "
         "returned (hpcflow: `hpcflow run`'s pilot, from planning until the allocation has "
         "ended; HyperQueue: until its client's result file appeared).",
-        "- `central CPU µs/task`: CPU seconds of the run's central processes over N "
-        "(hpcflow: its driver and its Dask scheduler, start-up included; HyperQueue: its "
-        "server, in a process of its own).",
+        "- CPU µs/task: CPU seconds of the run's central processes over N, start-up "
+        "included. `scheduler`: hpcflow's Dask scheduler; HyperQueue's server (in a "
+        "process of its own). `driver`: hpcflow's driver (plans nothing here: it submits "
+        "the tasks, records every attempt in state.sqlite and the memo); HyperQueue's "
+        "client (submits the tasks as one job and waits). `central`: both.",
         "- `floor`: the same N tasks from a pool of 2 threads running `bash -c` on this "
         "host, on the same volume, with no batch system: the physical limit of the one "
         "host every logical node runs on; `× floor` is sbatch → last task over it.",
@@ -166,15 +170,16 @@ def section(rows: list[dict[str, object]], name: str = "pilot") -> str:
         "allocation of the same shape (bench/pilot_hq.py; HQ's Python API, as the wheel "
         "has no `hq` command), the tasks submitted there as one HQ job.",
         "",
-        "| tool | nodes | tasks | ok | sbatch → last task s | tasks/s | × floor | central CPU "
-        "µs/task | wall s | sbatch calls | squeue calls | sbatch → first task s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tool | nodes | tasks | ok | sbatch → last task s | tasks/s | × floor | scheduler "
+        "µs/task | driver µs/task | central µs/task | wall s | sbatch calls | squeue calls | "
+        "sbatch → first task s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "wall_s" not in r:
             lines.append(
                 f"| {r.get('tool', 'hpcflow')} | {r.get('nodes', 1)} | {r['tasks']} | "
-                f"{r['ok']} | {r.get('error', '')} | | | | | | | |"
+                f"{r['ok']} | {r.get('error', '')} | | | | | | | | | |"
             )
             continue
         last = float(r.get("submit_to_last_task_s") or -1)
@@ -186,6 +191,7 @@ def section(rows: list[dict[str, object]], name: str = "pilot") -> str:
         lines.append(
             f"| {r.get('tool', 'hpcflow')} | {r.get('nodes', 1) or '-'} | {r['tasks']} | "
             f"{r['ok']} | {last if last > 0 else ''} | {rate} | {ratio} | "
+            f"{r.get('scheduler_cpu_us_per_task', '')} | {r.get('driver_cpu_us_per_task', '')} | "
             f"{r.get('central_cpu_us_per_task', '')} | {r['wall_s']} | "
             f"{r.get('sbatch_calls', '')} | {r.get('squeue_calls', '')} | "
             f"{r.get('submit_to_first_task_s', '')} |"

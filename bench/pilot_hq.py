@@ -182,7 +182,13 @@ def measure(
     cpu = _read_json(workdir / "server_cpu.json").get("server_cpu_s")
     if cpu is not None:
         row["server_cpu_s"] = cpu
-        row["central_cpu_us_per_task"] = round(1e6 * float(cpu) / n, 1)
+        row["scheduler_cpu_us_per_task"] = round(1e6 * float(cpu) / n, 1)
+        if "client_cpu_s" in inside:
+            row["client_cpu_s"] = inside["client_cpu_s"]
+            row["driver_cpu_us_per_task"] = round(1e6 * float(inside["client_cpu_s"]) / n, 1)
+        row["central_cpu_us_per_task"] = round(
+            1e6 * (float(cpu) + float(inside.get("client_cpu_s") or 0)) / n, 1
+        )
     t_start = _read_float(workdir / "t_start")
     if t_start is not None:
         row["submit_to_allocation_s"] = round(t_start - t_submit, 2)
@@ -317,6 +323,10 @@ def submit_main(server_dir: Path, n: int, stop: Path) -> int:
         client.connection.stop_server()
     except Exception as exc:  # noqa: BLE001 - reported to the submit side
         result["error"] = f"{type(exc).__name__}: {exc}"
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    result["client_cpu_s"] = round(usage.ru_utime + usage.ru_stime, 3)
     (workdir / "result.json").write_text(json.dumps(result))
     return 0 if result["ok"] else 1
 
