@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Any
@@ -11,9 +12,26 @@ import click
 from hpcflow._version import __version__
 from hpcflow.errors import HpcflowError
 
+#: The commands by name, each the ``command`` of the module ``hpcflow.cli.NAME``.
+COMMANDS = (
+    "run", "validate", "dag", "render", "schema", "status", "runs", "logs", "result",
+    "cancel", "profiles", "report", "init", "completion",
+)  # fmt: skip
+
 
 class _Group(click.Group):
-    """Turns :class:`HpcflowError` into a message and an exit code, never a traceback."""
+    """Turns :class:`HpcflowError` into a message and an exit code, never a traceback;
+    imports a command's module only when the command is used (or listed, by --help): a
+    command's start-up pays for its own imports, not for every other command's."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        command: click.Command = importlib.import_module(f"hpcflow.cli.{cmd_name}").command
+        return command
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -35,46 +53,6 @@ def cli(verbose: int) -> None:
     logging.getLogger().addHandler(handler)
     # Dask is chatty at INFO; its messages matter only when debugging.
     logging.getLogger("distributed").setLevel(logging.DEBUG if verbose >= 3 else logging.WARNING)
-
-
-def _register() -> None:
-    from hpcflow.cli import (
-        cancel,
-        completion,
-        dag,
-        init,
-        logs,
-        profiles,
-        render,
-        report,
-        result,
-        run,
-        runs,
-        schema,
-        status,
-        validate,
-    )
-
-    for module in (
-        run,
-        validate,
-        dag,
-        render,
-        schema,
-        status,
-        runs,
-        logs,
-        result,
-        cancel,
-        profiles,
-        report,
-        init,
-        completion,
-    ):
-        cli.add_command(module.command)
-
-
-_register()
 
 
 def main() -> None:

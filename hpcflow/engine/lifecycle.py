@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 import shutil
 import socket
 import sqlite3
@@ -70,7 +69,8 @@ class RunSummary:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(3)
+    # os.urandom is what secrets.token_hex reads, without importing secrets (hmac, random).
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + os.urandom(3).hex()
 
 
 class RunLife:

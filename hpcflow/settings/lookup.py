@@ -8,13 +8,11 @@ named ``NAME`` is the file ``NAME.yaml`` (or ``NAME.yml``) in one of those folde
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,6 +73,8 @@ def user_profile_dir(environ: Mapping[str, str] | None = None) -> Path:
 
 def shipped_profile_dir() -> Traversable:
     """The profiles installed with the package (``hpcflow/settings/profiles``)."""
+    from importlib import resources  # (its readers: imported only when a name is looked up)
+
     return resources.files("hpcflow.settings") / "profiles"
 
 
@@ -137,6 +137,8 @@ def find_profile(name_or_path: str, environ: Mapping[str, str] | None = None) ->
         if ref.name == name_or_path:
             return ref
     names = sorted({ref.name for ref in _scan(environ)})
+    import difflib
+
     close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     hint += f"profiles are: {', '.join(names)}" if names else "no profiles found"
