@@ -20,6 +20,7 @@ than files. Writes its section of bench/RESULTS.md; bench/run.py --only W8 start
 
     .venv/bin/python bench/values.py              # 3 repetitions
     .venv/bin/python bench/values.py --reps 1 --tools hpcflow,dask
+    .venv/bin/python bench/values.py --root shared   # on a GlusterFS volume (root)
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ TOOLS = ["hpcflow", "hpcflow_persist", "hpcflow_pool", "files", "dask", "parsl"]
 TARGET_OF_DASK = 1.3
 TARGET_OVER_FILES = 3.0
 SECTION = "values"
+#: ``--root shared``: the work directories on the test cluster's GlusterFS volume.
+SHARED = "shared"
+SECTION_SHARED = "values-shared"
 
 DESC = {
     "hpcflow": "`from:`, `persist: false`, `--engine dask --workers 2 --threads 1`",
@@ -156,11 +160,21 @@ def medians(recs: list[dict]) -> dict[tuple[str, str], float]:
 def report(recs: list[dict], tools: list[str], args: argparse.Namespace) -> str:
     """The markdown section: a table per workload and the two targets."""
     med = medians(recs)
+    section = SECTION_SHARED if args.root == SHARED else SECTION
+    where = f"{args.root} (local disk)"
+    title = "## W8: values handed between tasks (bench/values.py)"
+    if args.root == SHARED:
+        where = (
+            "the test cluster's GlusterFS volume through its FUSE client (a site's shared "
+            "file system, where a pipeline's files go between nodes: the files form writes "
+            "its .npy files there, hpcflow its run directory)"
+        )
+        title = "## W8 on a shared file system (bench/values.py --root shared)"
     out = [
-        f"<!-- section:{SECTION} -->",
-        "## W8: values handed between tasks (bench/values.py)",
+        f"<!-- section:{section} -->",
+        title,
         "",
-        f"Two slots on each tool, work directories on {args.root} (local disk), median of "
+        f"Two slots on each tool, work directories on {where}, median of "
         f"{args.reps} run(s), each a fresh process timed end to end. chain: 10 tasks "
         "handing on a 256 MiB float64 array (9 hand-overs); gather: 200 tasks of 1 MiB "
         "received by one reduce. Every run's last value is checked.",
@@ -209,7 +223,7 @@ def report(recs: list[dict], tools: list[str], args: argparse.Namespace) -> str:
             out.append(
                 f"- {w}: at least {TARGET_OVER_FILES:g}x faster than files: {ratio:.2f}x, {ok}"
             )
-    out += ["", f"<!-- /section:{SECTION} -->", ""]
+    out += ["", f"<!-- /section:{section} -->", ""]
     return "\n".join(out)
 
 
@@ -219,7 +233,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tools", default=",".join(TOOLS))
     ap.add_argument("--only", default=",".join(WORKLOADS), help="chain,gather")
     ap.add_argument("--timeout", type=float, default=300.0, help="cap per run, s")
-    ap.add_argument("--root", default="/var/tmp", help="where the work directories go")
+    ap.add_argument(
+        "--root",
+        default="/var/tmp",
+        help="where the work directories go; 'shared': on the test cluster's GlusterFS volume",
+    )
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--jsonl", default=str(HERE / "results.jsonl"))
     ap.add_argument("--peers-python", default=str(HERE / ".venv-peers" / "bin" / "python"))
@@ -232,7 +250,15 @@ def main(argv: list[str] | None = None) -> int:
     if "parsl" in tools and not os.path.exists(args.peers_python):
         print("bench W8: no Parsl (run bash bench/setup.sh); left out", file=sys.stderr)
         tools.remove("parsl")
-    root = Path(tempfile.mkdtemp(prefix="hpcflow-w8-", dir=args.root))
+    cluster = None
+    if args.root == SHARED:
+        sys.path.insert(0, str(REPO))
+        from tests.slurm_cluster import start_cluster
+
+        cluster = start_cluster(nodes=1, gpus=0)  # only its volume is used
+        root = Path(cluster.mkdtemp())
+    else:
+        root = Path(tempfile.mkdtemp(prefix="hpcflow-w8-", dir=args.root))
     recs: list[dict] = []
     try:
         for rep in range(args.reps):
@@ -251,8 +277,10 @@ def main(argv: list[str] | None = None) -> int:
                     )
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        if cluster is not None:
+            cluster.stop()
     text = report(recs, tools, args)
-    write_section(Path(args.out), text, SECTION)
+    write_section(Path(args.out), text, SECTION_SHARED if args.root == SHARED else SECTION)
     print(text)
     return 0 if all("error" not in r for r in recs) else 1
 
