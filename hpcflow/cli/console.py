@@ -17,7 +17,7 @@ from rich.text import Text
 from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.tasklogs import attempt_log_tail
+from hpcflow.store.tasklogs import LogIndex, attempt_log_tail, locate_attempt_log
 
 
 def counts_table(
@@ -104,22 +104,32 @@ def _eta(history: deque[tuple[float, int]], left: int) -> str | None:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
 
 
-def tail(path: Path, lines: int = 5) -> list[str]:
+def tail(path: Path, lines: int = 5, index: LogIndex | None = None) -> list[str]:
     """The last ``lines`` lines of an attempt's stream: its file, or its records in the
-    run's per-worker logs (empty if it wrote nothing)."""
-    return attempt_log_tail(path, lines, max_bytes=8192) or []
+    run's per-worker logs (``index``: one kept for many look-ups; empty if it wrote
+    nothing)."""
+    return attempt_log_tail(path, lines, max_bytes=8192, index=index) or []
 
 
-def failures(console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> None:
+def failures(
+    console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10, run: str = ""
+) -> None:
     """Print :func:`failures_renderable`."""
-    console.print(failures_renderable(paths, rows, limit))
+    console.print(failures_renderable(paths, rows, limit, run))
 
 
-def failures_renderable(paths: RunPaths, rows: list[st.TaskRow], limit: int = 10) -> Group:
-    """Task id, exit code, message, log path and the last lines of stderr of failed tasks."""
+def failures_renderable(
+    paths: RunPaths, rows: list[st.TaskRow], limit: int = 10, run: str = ""
+) -> Group:
+    """Task id, exit code, message, where its stderr is and the last lines of it, of
+    failed tasks in run ``run`` (its id; default: its folder's name). Where is its
+    ``.err`` file, or with per-worker logs the ``hpcflow logs`` command that prints it
+    and the worker's file that holds it."""
     parts: list[Text] = []
+    index = LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None
     for row in rows[:limit]:
         stderr = paths.stderr(row.slug, row.attempts)
+        where = locate_attempt_log(paths, run or paths.run_dir.name, row.id, stderr, index)
         code = "-" if row.exit_code is None else str(row.exit_code)
         parts.append(
             Text.assemble(
@@ -128,8 +138,13 @@ def failures_renderable(paths: RunPaths, rows: list[st.TaskRow], limit: int = 10
         )
         if row.message:
             parts.append(Text(f"    {row.message}"))
-        parts.append(Text(f"    log: {stderr}", style="dim"))
-        for line in tail(stderr):
+        if where.command is None:
+            parts.append(Text(f"    log: {where.path}", style="dim"))
+        else:  # per-worker logs: no such file; the command, then the worker's file
+            parts.append(Text(f"    log: {where.command}", style="dim"))
+            for file in where.files:
+                parts.append(Text(f"         in {file}", style="dim"))
+        for line in tail(stderr, index=index):
             parts.append(Text(f"    │ {line}", style="dim"))
     if len(rows) > limit:
         parts.append(Text(f"  … and {len(rows) - limit} more (hpcflow status --json)"))

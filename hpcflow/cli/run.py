@@ -154,7 +154,7 @@ def command(
             if failed_rows:
                 out().print()
         if failed_rows:
-            ui.failures(out(), paths, failed_rows)
+            ui.failures(out(), paths, failed_rows, run=summary.run_id)
     done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
     cached = sum(c.get(st.CACHED, 0) for c in counts.values())
     line = (

@@ -109,16 +109,7 @@ class Snapshot:
             "started": view.meta.get("started"),
             "ended": view.meta.get("ended"),
             "counts": view.counts,
-            "failed": [
-                {
-                    "id": r.id,
-                    "exit_code": r.exit_code,
-                    "attempts": r.attempts,
-                    "message": r.message,
-                    "stderr": str(paths.stderr(r.slug, r.attempts)),
-                }
-                for r in self.failed
-            ],
+            "failed": self._failed_json(),
             "running": [{"id": r.id, "host": r.host, "started": r.started} for r in self.running],
             "allocations": [
                 {
@@ -142,6 +133,27 @@ class Snapshot:
             ),
             "elastic": self.elastic,
         }
+
+    def _failed_json(self) -> list[dict[str, Any]]:
+        """The failed tasks; each one's ``stderr`` file, or with per-worker logs ``null``,
+        its ``stderr_records`` and the ``log_command`` that prints them."""
+        from hpcflow.store.tasklogs import LogIndex, locate_attempt_log
+
+        paths = self.paths
+        run = str(self.view.meta.get("run_id") or paths.run_dir.name)
+        index = LogIndex(paths.logs_dir) if self.failed and paths.logs_dir.is_dir() else None
+        return [
+            {
+                "id": r.id,
+                "exit_code": r.exit_code,
+                "attempts": r.attempts,
+                "message": r.message,
+                **locate_attempt_log(
+                    paths, run, r.id, paths.stderr(r.slug, r.attempts), index
+                ).as_json("stderr"),
+            }
+            for r in self.failed
+        ]
 
 
 #: `--watch` asks the batch system at most this often, whatever --interval says.
@@ -263,7 +275,9 @@ def render(snap: Snapshot) -> Any:
         shown = ", ".join(f"{r.id} on {r.host}" if r.host else r.id for r in snap.running[:10])
         parts.append(Text(f"running: {shown}" + (" …" if len(snap.running) > 10 else "")))
     if snap.failed:
-        parts.append(ui.failures_renderable(paths, snap.failed))
+        parts.append(
+            ui.failures_renderable(paths, snap.failed, run=str(view.meta.get("run_id") or ""))
+        )
     return Group(*parts)
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.tasklogs import attempt_log_tail
+from hpcflow.store.tasklogs import LogIndex, attempt_log_tail, locate_attempt_log
 
 #: Failures whose log tail the report includes (the table lists them all).
 MAX_FAILURE_EXCERPTS = 50
@@ -56,7 +56,9 @@ class Failure:
     attempts: int
     exit_code: int | None
     message: str | None
-    stderr_path: str
+    #: Where its stderr is: its ``.err`` file, or with per-worker logs the ``hpcflow
+    #: logs`` command that prints it and the worker's file holding it.
+    stderr_place: str
     excerpt: str
 
 
@@ -144,13 +146,16 @@ def collect(paths: RunPaths) -> ReportData:
         for name in states
     ]
     failures = []
+    run_id = str(meta.get("run_id", paths.run_dir.name))
+    index = LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None  # per-worker
     for t in [t for t in tasks if t.state == st.FAILED][:MAX_FAILURE_EXCERPTS]:
         stderr = paths.stderr(t.slug, max(1, t.attempts))
+        where = locate_attempt_log(paths, run_id, t.id, stderr, index).describe()
         failures.append(
-            Failure(t.id, t.attempts, t.exit_code, t.message, str(stderr), _tail(stderr))
+            Failure(t.id, t.attempts, t.exit_code, t.message, where, _tail(stderr, index=index))
         )
     return ReportData(
-        run_id=str(meta.get("run_id", paths.run_dir.name)),
+        run_id=run_id,
         workflow=str(
             info.get("workflow_name") or meta.get("workflow_name") or meta.get("workflow") or "?"
         ),
@@ -200,6 +205,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _tail(path: Path, lines: int = EXCERPT_LINES) -> str:
-    found = attempt_log_tail(path, lines)
+def _tail(path: Path, lines: int = EXCERPT_LINES, index: LogIndex | None = None) -> str:
+    found = attempt_log_tail(path, lines, index=index)
     return "(no stderr was written)" if found is None else "\n".join(found)

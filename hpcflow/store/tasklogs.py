@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -192,16 +193,88 @@ def read_attempt_log(per_task_path: Path, index: LogIndex | None = None) -> byte
 
 
 def attempt_log_tail(
-    per_task_path: Path, lines: int = 5, max_bytes: int = 64 * 1024
+    per_task_path: Path,
+    lines: int = 5,
+    max_bytes: int = 64 * 1024,
+    index: LogIndex | None = None,
 ) -> list[str] | None:
-    """The last ``lines`` lines of one attempt's stream (None when it wrote nothing)."""
+    """The last ``lines`` lines of one attempt's stream (None when it wrote nothing);
+    ``index``: one kept for many look-ups, as for :func:`read_attempt_log`."""
     found = tail_lines(per_task_path, lines, max_bytes)
     if found is not None:
         return found
-    data = read_attempt_log(per_task_path)
+    data = read_attempt_log(per_task_path, index)
     if data is None:
         return None
     return data[-max_bytes:].decode("utf-8", "replace").splitlines()[-lines:]
+
+
+@dataclass(frozen=True)
+class LogLocation:
+    """Where to find one attempt's stream, to tell a user (``hpcflow status``, the run's
+    summary, the report): its own file, or with per-worker logs the records that hold it
+    and the ``hpcflow logs`` command that prints it."""
+
+    #: The per-task file (``RUN_DIR/tasks/SLUG/N.err``); with per-worker logs it never
+    #: exists.
+    path: Path
+    #: Per-worker logs: the records holding the stream, in order (none yet: it wrote
+    #: nothing there so far).
+    records: tuple[Record, ...] = ()
+    #: Per-worker logs: the command that prints the stream; None with per-task logs.
+    command: str | None = None
+
+    @property
+    def files(self) -> list[Path]:
+        """The per-worker files that hold its records."""
+        return sorted({record.path for record in self.records})
+
+    def describe(self) -> str:
+        """One line: the per-task file, or the command and the file(s) of its records."""
+        if self.command is None:
+            return str(self.path)
+        files = ", ".join(str(f) for f in self.files)
+        return self.command + (f"  (in {files})" if files else "")
+
+    def as_json(self, key: str) -> dict[str, object]:
+        """``{key: per-task file}``; with per-worker logs ``{key: None, key_records:
+        [{file, offset, length}], "log_command": …}``."""
+        if self.command is None:
+            return {key: str(self.path)}
+        return {
+            key: None,
+            f"{key}_records": [
+                {"file": str(r.path), "offset": r.offset, "length": r.length} for r in self.records
+            ],
+            "log_command": self.command,
+        }
+
+
+def locate_attempt_log(
+    paths: RunPaths,
+    run: str,
+    task_id: str,
+    per_task_path: Path,
+    index: LogIndex | None = None,
+    attempt: int | None = None,
+) -> LogLocation:
+    """Where the stream of ``per_task_path`` (``…/tasks/SLUG/N.out`` or ``.err``) of task
+    ``task_id`` in run ``run`` (its id, as ``hpcflow logs`` takes it) is: the file itself
+    where it exists or the run has no per-worker logs (a per-task stream that wrote
+    nothing has no file either); else its records (``index``: one kept for many
+    look-ups) and the command that prints it, with ``--attempt attempt`` when given (not
+    the task's latest)."""
+    if not paths.logs_dir.is_dir() or per_task_path.exists():
+        return LogLocation(per_task_path)
+    if index is None:
+        index = LogIndex(paths.logs_dir)
+    index.refresh()
+    stream = "stderr" if per_task_path.suffix == ".err" else "stdout"
+    words = ["hpcflow", "logs", run, task_id, "--stream", stream]
+    if attempt is not None:
+        words += ["--attempt", str(attempt)]
+    records = tuple(index.records(record_key(str(per_task_path))))
+    return LogLocation(per_task_path, records, shlex.join(words))
 
 
 def iter_log_files(folder: Path) -> Iterator[Path]:

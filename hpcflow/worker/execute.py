@@ -334,7 +334,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
             peak,
             (
                 f"exited with 127: no usable {call.python_exe or 'python'} in the task's "
-                "environment (see its .err log; a container names its interpreter with "
+                "environment (see its stderr; a container names its interpreter with "
                 "'python:')"
             ),
         )

@@ -130,3 +130,93 @@ def test_scratch_and_a_container_are_refused_with_the_line(tmp_path, hpcflow):
     assert result.returncode == 2
     assert f"{wf}:6:" in result.stderr and "scratch" in result.stderr
     assert "Traceback" not in result.output
+
+
+FAILING = """
+name: failing
+tasks:
+  - name: ok
+    command: echo fine
+  - name: bad
+    foreach: {i: [1, 2]}
+    command: echo "to stdout {i}"; echo "bad thing {i}" >&2; exit 3
+"""
+
+
+def _log_lines(output: str) -> dict[str, str]:
+    """The `log:` line under each failed task of a failure summary, by task id."""
+    found, task = {}, None
+    for line in output.splitlines():
+        text = line.strip()
+        if text.startswith("✗ "):
+            task = text.split()[1]
+        elif text.startswith("log: ") and task is not None:
+            found[task] = text[len("log: ") :]
+    return found
+
+
+def _follow(hpcflow, where: str, cwd) -> str:
+    """Run the `hpcflow logs` command a `log:` line names."""
+    import shlex
+
+    words = shlex.split(where)
+    assert words[:2] == ["hpcflow", "logs"], where
+    result = hpcflow(*words[1:], cwd=cwd)
+    assert result.returncode == 0, result.output
+    return result.stdout
+
+
+def test_per_worker_logs_failed_tasks_name_a_usable_log(tmp_path, hpcflow, env):
+    wf = write_workflow(tmp_path, FAILING)
+    env["HPCFLOW_TASK_LOGS"] = "per-worker"
+    result = hpcflow("run", str(wf), cwd=tmp_path)
+    assert result.returncode == 1, result.output
+    (run_dir,) = (tmp_path / ".hpcflow" / "runs").iterdir()
+    run = run_dir.name
+    assert not list(run_dir.rglob("*.err"))
+    elsewhere = tmp_path / "elsewhere"  # the run found by its id, from any folder
+    elsewhere.mkdir()
+    status = hpcflow("status", run, cwd=tmp_path)
+    for output in (result.output, status.output):
+        lines = _log_lines(output)
+        assert sorted(lines) == ["bad[i=1]", "bad[i=2]"], output
+        for i in (1, 2):
+            where = lines[f"bad[i={i}]"]
+            assert where == f"hpcflow logs {run} 'bad[i={i}]' --stream stderr", where
+            assert f"in {run_dir / 'logs'}/" in output
+            assert _follow(hpcflow, where, elsewhere) == f"bad thing {i}\n"
+        assert f"bad thing {i}" in output  # the excerpt
+
+    data = json.loads(hpcflow("status", run, "--json", cwd=tmp_path).stdout)
+    failed = {f["id"]: f for f in data["failed"]}
+    for i in (1, 2):
+        entry = failed[f"bad[i={i}]"]
+        assert entry["stderr"] is None
+        assert entry["log_command"] == f"hpcflow logs {run} 'bad[i={i}]' --stream stderr"
+        assert _follow(hpcflow, entry["log_command"], elsewhere) == f"bad thing {i}\n"
+        (record,) = entry["stderr_records"]
+        assert record["file"].startswith(str(run_dir / "logs"))
+        with open(record["file"], "rb") as handle:
+            handle.seek(record["offset"])
+            assert handle.read(record["length"]) == f"bad thing {i}\n".encode()
+
+    page = tmp_path / "report.html"
+    assert hpcflow("report", run, "-o", str(page), cwd=tmp_path).returncode == 0
+    html = page.read_text()
+    assert f"hpcflow logs {run}" in html and "bad thing 2" in html
+    assert str(run_dir / "tasks" / "bad") not in html
+
+
+def test_per_task_logs_failed_tasks_name_their_err_file(tmp_path, hpcflow):
+    wf = write_workflow(tmp_path, FAILING)
+    result = hpcflow("run", str(wf), cwd=tmp_path)
+    assert result.returncode == 1, result.output
+    (run_dir,) = (tmp_path / ".hpcflow" / "runs").iterdir()
+    (err,) = (run_dir / "tasks").glob("bad.i=1-*/1.err")
+    status = hpcflow("status", run_dir.name, cwd=tmp_path).output
+    for output in (result.output, status):
+        assert _log_lines(output)["bad[i=1]"] == str(err), output
+    data = json.loads(hpcflow("status", run_dir.name, "--json", cwd=tmp_path).stdout)
+    entry = {f["id"]: f for f in data["failed"]}["bad[i=1]"]
+    assert set(entry) == {"id", "exit_code", "attempts", "message", "stderr"}
+    assert entry["stderr"] == str(err) and err.read_text() == "bad thing 1\n"

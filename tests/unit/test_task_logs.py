@@ -8,7 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hpcflow.store.tasklogs import LogIndex, encode_record, read_attempt_log, scan_records
+from hpcflow.store.paths import RunPaths
+from hpcflow.store.tasklogs import (
+    LogIndex,
+    encode_record,
+    locate_attempt_log,
+    read_attempt_log,
+    scan_records,
+)
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.worker_logs import WorkerLogs
 from tests.conftest import task_call
@@ -46,6 +53,38 @@ def test_a_per_task_file_wins_and_no_logs_folder_reads_none(tmp_path):
     path.parent.mkdir(parents=True)
     path.write_bytes(b"own file\n")
     assert read_attempt_log(path) == b"own file\n"
+
+
+def test_where_a_failure_points_per_task_and_per_worker(tmp_path):
+    run = tmp_path / "run"
+    paths = RunPaths(run)
+    err = _per_task(run, "a", 2, "err")
+    per_task = locate_attempt_log(paths, "R1", "a[i=1]", err)  # no logs folder: the file
+    assert (per_task.command, per_task.describe(), per_task.as_json("stderr")) == (
+        None,
+        str(err),
+        {"stderr": str(err)},
+    )
+    logs = WorkerLogs()
+    logs.append(str(paths.logs_dir), "a/2.out", b"out\n")
+    logs.append(str(paths.logs_dir), "a/2.err", b"bad\n")
+    logs.close()
+    (file,) = paths.logs_dir.iterdir()
+    where = locate_attempt_log(paths, "R1", "a[i=1]", err, attempt=2)
+    command = "hpcflow logs R1 'a[i=1]' --stream stderr --attempt 2"
+    assert where.command == command and where.files == [file]
+    assert where.describe() == f"{command}  (in {file})"
+    shown = where.as_json("stderr")
+    assert shown["stderr"] is None and shown["log_command"] == command
+    (record,) = shown["stderr_records"]  # type: ignore[misc]
+    assert file.read_bytes()[record["offset"] :][: record["length"]] == b"bad\n"
+    nothing = locate_attempt_log(paths, "R1", "a[i=1]", _per_task(run, "a", 1, "err"))
+    assert (
+        nothing.records == () and nothing.describe() == "hpcflow logs R1 'a[i=1]' --stream stderr"
+    )
+    err.parent.mkdir(parents=True)
+    err.write_bytes(b"own file\n")  # a per-task file (a run resumed with per-task logs)
+    assert locate_attempt_log(paths, "R1", "a[i=1]", err).command is None
 
 
 def test_a_cut_last_record_keeps_the_finished_ones(tmp_path):
