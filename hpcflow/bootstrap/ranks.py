@@ -29,6 +29,7 @@ from hpcflow.bootstrap.preflight import (
     check_transport,
     check_world,
 )
+from hpcflow.bootstrap.quiet import quiet_dask, slow_heartbeats
 from hpcflow.bootstrap.rendezvous import publish, receive
 from hpcflow.bootstrap.roles import (
     NON_WORKER_RANKS,
@@ -141,6 +142,8 @@ async def _scheduler(
 ) -> int:
     from distributed import Scheduler
 
+    quiet_dask()
+    slow_heartbeats()
     host = _host(config)
     dashboard = config.dashboard_address
     async with Scheduler(
@@ -243,6 +246,7 @@ async def _worker(
     import dask
     from distributed import Nanny, Worker
 
+    quiet_dask()
     resources: dict[str, float] = {
         **config.worker_resources,
         "cpus": float(config.threads_per_worker),

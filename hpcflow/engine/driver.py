@@ -23,13 +23,13 @@ from typing import Any, Protocol
 
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.chunk_submit import submit_chunks
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.pools import pool_resource
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.checkpoints import signal_attempts
-from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import kill_on_workers
 from hpcflow.worker.made import outcome_of, run_made
 from hpcflow.worker.value_writes import wait_for_saves
@@ -114,6 +114,8 @@ class Driver:
     """Runs the ``run`` subset of ``graph`` on a Dask ``client`` with ``slots`` CPU slots."""
 
     target_chunk_seconds = 0.3
+    #: The most chunks a second all slots together should end, at full chunks.
+    central_chunks_per_second = 25.0
     #: Below this mean duration a task may run in a shared shell even alone in its chunk.
     tiny_seconds = 0.05
     max_chunk = 256
@@ -181,6 +183,8 @@ class Driver:
         self._last_progress = 0.0
         self._calls_by_key: dict[str, list[TaskCall]] = {}
         self._last_where = time.monotonic()
+        #: Each worker's node, by address (workers seldom change; asking is not cheap).
+        self._worker_hosts: dict[str, str] = {}
 
     # -- public -------------------------------------------------------------------------
 
@@ -238,6 +242,7 @@ class Driver:
             return DriverResult(self._totals(), self._failed(), cancelled=True)
         self._wait_for_value_files(VALUE_FILES_SECONDS)
         self._progress(force=True)
+        log.info("%d task(s) ran in %d Dask task(s)", sum(run), next(self._chunk_ids))
         return DriverResult(self._totals(), self._failed(), drained=bool(self._held))
 
     def _wait_for_value_files(self, seconds: float) -> None:
@@ -338,13 +343,18 @@ class Driver:
         self._last_where = now
         try:
             processing = self.client.processing()
-            workers = _all_workers(self.client)
+            if set(processing) - set(self._worker_hosts):
+                # Asked only when a worker is new: the answer carries every worker's
+                # metrics, a cost to the scheduler that grows with the nodes.
+                workers = _all_workers(self.client)
+                for address in processing:
+                    self._worker_hosts[address] = worker_host(address, workers.get(address, {}))
         except Exception as exc:  # a report, never a reason to stop the run
             log.debug("could not ask where tasks run: %s", exc)
             return
         hosts: list[tuple[int, str]] = []
         for address, keys in processing.items():
-            host = worker_host(address, workers.get(address, {}))
+            host = self._worker_hosts.get(address) or worker_host(address, {})
             for key in keys:
                 hosts.extend((call.index, host) for call in self._calls_by_key.get(key, ()))
         if hosts:
@@ -370,9 +380,16 @@ class Driver:
             mean = self._mean_all
         else:
             return 1  # no duration known yet: start one task per slot
-        by_time = int(self.target_chunk_seconds / max(mean, 1e-4))
+        by_time = int(self.chunk_seconds() / max(mean, 1e-4))
         balanced = math.ceil(ready / (2 * parallel))
         return max(1, min(self.max_chunk, by_time, balanced))
+
+    def chunk_seconds(self) -> float:
+        """How long a chunk should run: ``target_chunk_seconds``, or longer where the
+        slots are so many that chunks that short would end more than
+        ``central_chunks_per_second`` times a second (every chunk costs the driver and the
+        scheduler the same, however short its tasks)."""
+        return max(self.target_chunk_seconds, self.slots / self.central_chunks_per_second)
 
     def _tiny(self, spec_index: int) -> bool:
         """Whether tasks of this definition have so far taken under ``tiny_seconds``
@@ -383,6 +400,7 @@ class Driver:
         return self._mean_seconds[spec_index] < self.tiny_seconds
 
     def _submit_ready(self) -> None:
+        outbox: dict[GroupKey, tuple[list[list[TaskCall]], list[str]]] = {}
         for key, ready in self._ready.items():
             slots = self.slots
             if self.pools is not None and key.pool is not None:
@@ -405,9 +423,14 @@ class Driver:
                 chunk = [ready.popleft()]
                 while ready and len(chunk) < size and not self._by_value(ready[0]):
                     chunk.append(ready.popleft())
-                self._submit(key, chunk)
+                self._submit(key, chunk, outbox.setdefault(key, ([], [])))
+        self._send(outbox)
 
-    def _submit(self, key: GroupKey, chunk: list[int]) -> None:
+    def _submit(
+        self, key: GroupKey, chunk: list[int], outbox: tuple[list[list[TaskCall]], list[str]]
+    ) -> None:
+        """Make ``chunk``'s calls and count them in flight; they leave with the round's
+        other chunks of the same shape (:meth:`_send`)."""
         calls: list[TaskCall] = []
         starts = []
         for i in chunk:
@@ -420,16 +443,18 @@ class Driver:
         self.db.start_attempts(starts)
         if self.deadline is not None:
             self._queued_seconds += sum(self._estimate(i) for i in chunk)
-        future = self.client.submit(
-            run_chunk,
-            calls,
-            key=f"hpcflow-chunk-{next(self._chunk_ids)}",
-            resources=key.dask_resources(),
-            pure=False,
-        )
-        self._calls_by_key[future.key] = calls  # kept to report a lost chunk
-        self._count_inflight(future.key, key.pool)
-        future.add_done_callback(self._done.put)
+        name = f"hpcflow-chunk-{next(self._chunk_ids)}"
+        self._calls_by_key[name] = calls  # kept to report a lost chunk
+        self._count_inflight(name, key.pool)
+        outbox[0].append(calls)
+        outbox[1].append(name)
+
+    def _send(self, outbox: dict[GroupKey, tuple[list[list[TaskCall]], list[str]]]) -> None:
+        """Hand the round's chunks to the engine, one call per resource shape."""
+        for key, (chunks, names) in outbox.items():
+            if chunks:
+                for future in submit_chunks(self.client, chunks, names, key.dask_resources()):
+                    future.add_done_callback(self._done.put)
 
     def _by_value(self, i: int) -> bool:
         """Whether task ``i`` is a Dask task of its own whose value stays on its worker,

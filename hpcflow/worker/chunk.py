@@ -8,6 +8,7 @@ neither imports the other's caller.
 
 from __future__ import annotations
 
+import pickle
 import time
 
 from hpcflow.worker.calls import Outcome, TaskCall
@@ -36,3 +37,22 @@ def run_chunk(calls: list[TaskCall], inline: bool = True) -> list[Outcome]:
             continue
         outcomes[call.index] = run_call(call, inline)
     return [outcomes[call.index] for call in calls]
+
+
+def pack_chunk(calls: list[TaskCall]) -> bytes:
+    """``calls`` as one pickle, for a Dask task's argument: the scheduler passes bytes on
+    as they are, where it would unpickle and pickle again every call of a chunk."""
+    try:
+        return pickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - a value pickle cannot take (a lambda, a local class)
+        import cloudpickle
+
+        return bytes(cloudpickle.dumps(calls, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def run_packed_chunk(packed: bytes) -> list[Outcome]:
+    """:func:`run_chunk` of the calls :func:`pack_chunk` packed (in a Dask worker)."""
+    # The driver packed it; Dask hands every task's arguments over as pickles too, on
+    # connections only the run's own processes can open (TLS with the run's keys).
+    calls: list[TaskCall] = pickle.loads(packed)  # noqa: S301
+    return run_chunk(calls)

@@ -173,6 +173,19 @@ class PoolClient:
         self._dispatch()
         return future
 
+    def submit_chunks(
+        self,
+        chunks: list[list[TaskCall]],
+        *,
+        keys: list[str],
+        resources: dict[str, float] | None = None,
+    ) -> list[ChunkFuture]:
+        """Queue several chunks (the driver's round), each under its key."""
+        return [
+            self.submit(run_chunk, calls, key=key, resources=resources)
+            for calls, key in zip(chunks, keys, strict=True)
+        ]
+
     def _dispatch(self) -> None:
         """Start every waiting chunk that fits the free slots, oldest first."""
         starting: list[tuple[ChunkFuture, list[TaskCall], int]] = []
