@@ -242,7 +242,8 @@ class Driver:
             return DriverResult(self._totals(), self._failed(), cancelled=True)
         self._wait_for_value_files(VALUE_FILES_SECONDS)
         self._progress(force=True)
-        log.info("%d task(s) ran in %d Dask task(s)", sum(run), next(self._chunk_ids))
+        # Every engine task took a number (a value-handing task's outcome shares its own).
+        log.info("%d task(s) ran in %d engine task(s)", sum(run), next(self._chunk_ids))
         return DriverResult(self._totals(), self._failed(), drained=bool(self._held))
 
     def _wait_for_value_files(self, seconds: float) -> None:
