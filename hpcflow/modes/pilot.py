@@ -407,6 +407,8 @@ def _follow(
                 finished = meta.get("status") in _DRIVER_ENDED
                 if companions is not None:
                     companions.cancel_live(backend, poller)
+                    if finished:
+                        companions.settle(poller, submit)
                 if finished:
                     if meta.get("status") == RunStatus.FAILED and meta.get("error"):
                         log.error(

@@ -32,6 +32,7 @@ from hpcflow.backends.poller import Poller
 from hpcflow.dag.graph import TaskGraph
 from hpcflow.engine.capacity import check_capacity
 from hpcflow.engine.pools import POOL_VARIABLE, assign_pools
+from hpcflow.errors import SchedulerCommandError
 from hpcflow.modes.pilot_plan import PilotPlan, plan_pilot, renumbered
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
@@ -143,6 +144,9 @@ DUE_CHECK_SECONDS = 1.0
 #: committed about once a second, read through another shared-file-system client) may
 #: reach this side after the batch system's word that the released allocation ended.
 ENDED_EARLY_GRACE = 10.0
+#: Seconds the end of a run waits for the batch system to report the pools' allocations
+#: that it cancelled as ended (SLURM: within a poll or two), so the record says how they ended.
+SETTLE_SECONDS = 20.0
 
 
 class PoolCompanions:
@@ -168,6 +172,10 @@ class PoolCompanions:
         self._seen: dict[str, AllocationStatus] = {}
         self._next_check = 0.0
         self._ended_with_tasks: dict[str, float] = {}  # pool → when first seen so
+        #: Earlier allocations of the pools (a continuation's, or one queued again) that
+        #: were still live when replaced: followed until the batch system's last word on
+        #: them is recorded.
+        self._retired: list[str] = []
         #: The highest allocation number taken: the first allocations of the pools take
         #: 1..P (the head's is 1), continuations the numbers after.
         self.last_number = len(pools.plans)
@@ -193,6 +201,7 @@ class PoolCompanions:
         when a task of it is near ready (the old ones ended with the old scheduler)."""
         self._numbered.add(self.pools.head)
         self._numbered.update(self.native_ids)
+        self._retired.extend(self.native_ids.values())
         self.native_ids.clear()
         self._ended_with_tasks.clear()
         self._next_check = 0.0
@@ -201,6 +210,8 @@ class PoolCompanions:
         """Queue ``pool``'s allocation again (its last one stopped early with tasks of the
         pool left: they run on the new one's workers, under the same scheduler)."""
         self._ended_with_tasks.pop(pool, None)
+        if pool in self.native_ids:
+            self._retired.append(self.native_ids[pool])
         self.native_ids[pool] = self.submit_pool(pool)
         return self.native_ids[pool]
 
@@ -243,14 +254,16 @@ class PoolCompanions:
         return list(self.native_ids.values())
 
     def update(self, poller: Poller, submit: st.SubmitDB) -> None:
-        """Record what the batch system says of each pool's allocation."""
-        for native_id in self.native_ids.values():
+        """Record what the batch system says of each pool's allocation, the current ones
+        and the earlier ones not yet seen final."""
+        for native_id in [*self.native_ids.values(), *self._retired]:
             status = poller.latest.get(native_id)
             if status is not None and status != self._seen.get(native_id):
                 submit.update_allocation(
                     native_id, status.state.value, status.native_state, status.reason
                 )
                 self._seen[native_id] = status
+        self._retired = [i for i in self._retired if not poller.settled([i])]
 
     def ended_early(self, poller: Poller, db: st.StateDB) -> tuple[str, str, str] | None:
         """(pool, allocation id, why) of a pool's allocation that ended while tasks of its
@@ -285,6 +298,18 @@ class PoolCompanions:
         if live:
             log.warning("cancelling the allocations of the other pools: %s", ", ".join(live))
             backend.cancel(live)
+            poller.hurry()
+
+    def settle(self, poller: Poller, submit: st.SubmitDB, timeout: float = SETTLE_SECONDS) -> None:
+        """At the run's end: wait (at most ``timeout`` seconds) for the batch system to
+        report every pool allocation final, the cancelled ones included, and record it.
+        One still not final then keeps its last recorded state, with a warning."""
+        ids = [*self.native_ids.values(), *self._retired]
+        try:
+            poller.wait_until_final(ids, timeout)
+        except (TimeoutError, SchedulerCommandError) as exc:
+            log.warning("the other pools' allocations were not all seen ended: %s", exc)
+        self.update(poller, submit)
 
     def logs(self, pool: str) -> list[str]:
         plan = self.pools.plans[pool]

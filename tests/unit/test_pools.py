@@ -326,3 +326,80 @@ def test_continued_pool_allocations_take_new_numbers_and_logs_of_their_own(two_p
     run.now[0] += 5
     assert companions.submit_due(run.db) == ["gpu"]
     assert (sent[-1][0], sent[-1][1]) == ("gpu", 5)
+
+
+def test_a_pool_allocation_cancelled_at_a_continuation_or_the_end_is_recorded_ended(two_pools):
+    """When the head allocation is continued, the other pools' live allocations are
+    cancelled and their pools queued again; the cancelled ones are still followed until
+    the batch system reports them ended, and at the run's end the cancelled allocations
+    are waited for (bounded) so the record does not leave them 'running'."""
+    from hpcflow.backends.base import AllocationState, AllocationStatus
+    from hpcflow.backends.poller import Poller
+    from hpcflow.modes.pilot_pools import PoolCompanions
+    from hpcflow.store.statedb import AllocationRow, SubmitDB
+
+    now = two_pools.now
+
+    def row(native_id: str, number: int) -> AllocationRow:
+        return AllocationRow(native_id, number, "slurm", "pending", None, None, 0.0, None,
+                             "s", "o", "e", "gpu")  # fmt: skip
+
+    class Batch:
+        """Each allocation runs until cancelled, then is CANCELLED one poll later."""
+
+        name = "slurm"
+
+        def __init__(self):
+            self.cancelled: dict[str, int] = {}
+
+        def poll(self, native_ids):
+            out = {}
+            for i in native_ids:
+                polls = self.cancelled.get(i)
+                if polls is None or polls == 0:
+                    out[i] = AllocationStatus(i, AllocationState.RUNNING, "RUNNING")
+                    if polls is not None:
+                        self.cancelled[i] = 1
+                else:
+                    out[i] = AllocationStatus(i, AllocationState.CANCELLED, "CANCELLED")
+            return out
+
+        def cancel(self, native_ids):
+            for i in native_ids:
+                self.cancelled.setdefault(i, 0)
+
+    def sleep(seconds):
+        now[0] += seconds
+
+    batch, counter = Batch(), iter(range(2, 10))
+    companions = PoolCompanions(
+        two_pools.pools, two_pools.graph, two_pools.paths,
+        lambda pool: f"job-{next(counter)}", clock=lambda: now[0],
+    )  # fmt: skip
+    poller = Poller(batch, interval=1.0, initial_delay=0.0, clock=lambda: now[0], sleep=sleep)
+    paths = two_pools.paths
+    with SubmitDB(paths.submit_db) as submit:
+        companions.submit_all()
+        submit.add_allocation(row("job-2", 2))
+        poller.track(companions.ids())
+        poller.poll_once()
+        companions.update(poller, submit)
+        # The head drained: the gpu allocation is cancelled and its pool queued again.
+        companions.cancel_live(batch, poller)
+        companions.restart()
+        companions.submit_all()
+        submit.add_allocation(row("job-3", 3))
+        poller.track(companions.ids())
+        for _ in range(4):
+            now[0] += 2.5
+            poller.poll_once()
+            companions.update(poller, submit)
+        submit.flush()
+        states = {a.native_id: a.state for a in submit.allocations()}
+        assert states == {"job-2": "cancelled", "job-3": "running"}, states
+        # The run ends: job-3 is cancelled and waited for.
+        companions.cancel_live(batch, poller)
+        companions.settle(poller, submit, timeout=30)
+        submit.flush()
+        states = {a.native_id: a.state for a in submit.allocations()}
+        assert states == {"job-2": "cancelled", "job-3": "cancelled"}, states
