@@ -30,8 +30,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parents[1])]
 
-from sections import write_section  # noqa: E402  (bench/)
-from transfer import make_buffer, parser_for, receive, run_check, two_workers  # noqa: E402
+from transfer import main_with_section, make_buffer, receive, two_workers  # noqa: E402
 
 from hpcflow.worker.calls import TaskCall  # noqa: E402
 from hpcflow.worker.made import run_made  # noqa: E402
@@ -128,26 +127,20 @@ def section(results: list[dict], gpu_name: str) -> str:
 
 
 def main(argv: list[str]) -> int:
-    parser = parser_for(__doc__ or "")
-    parser.add_argument("--results", help="write the gpu-values section of this RESULTS.md")
-    args = parser.parse_args(argv)
     os.chdir(HERE)  # the workers' folder: the tasks run in their process
-    done = run_check(
+    return main_with_section(
+        argv,
+        __doc__ or "",
         "gpu values check",
-        args,
         measure,
         lambda r: (
             f"through hpcflow {r['best_gib_per_s']:.2f} GiB/s, raw "
             f"{r['raw_best_gib_per_s']:.2f} GiB/s ({r['of_raw']:.2f}x the raw time; received on "
             f"{r['received_on']})"
         ),
+        SECTION,
+        section,
     )
-    if done is None:
-        return 0
-    results, described = done
-    if args.results and results:
-        write_section(Path(args.results), section(results, described), SECTION)
-    return 0 if results else 1
 
 
 if __name__ == "__main__":

@@ -184,6 +184,33 @@ def run_check(
     return results, described
 
 
+def main_with_section(
+    argv: list[str],
+    doc: str,
+    name: str,
+    measure_one: Callable[..., Awaitable[dict]],
+    line: Callable[[dict], str],
+    section_name: str,
+    section: Callable[[list[dict], str], str],
+) -> int:
+    """The command line of a check that can also write its section of RESULTS.md
+    (``--results``): run it, write the section, exit 0 unless no transport worked."""
+    from pathlib import Path
+
+    from sections import write_section  # bench/, on the path of the checks that call this
+
+    parser = parser_for(doc)
+    parser.add_argument("--results", help=f"write the {section_name} section of this RESULTS.md")
+    args = parser.parse_args(argv)
+    done = run_check(name, args, measure_one, line)
+    if done is None:
+        return 0
+    results, described = done
+    if args.results and results:
+        write_section(Path(args.results), section(results, described), section_name)
+    return 0 if results else 1
+
+
 def main(argv: list[str]) -> int:
     args = parser_for(__doc__ or "").parse_args(argv)
     done = run_check(

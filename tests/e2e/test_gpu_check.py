@@ -1,6 +1,6 @@
-"""bench/gpu/transfer.py and bench/gpu/task_values.py: skip cleanly without a GPU; their
-harnesses work (--cpu: NumPy arrays in host memory, over tcp and, with the UCX
-environment the tests build, ucx)."""
+"""bench/gpu/transfer.py, bench/gpu/task_values.py and bench/gpu/engine_values.py: skip
+cleanly without a GPU; their harnesses work (--cpu: NumPy arrays in host memory, over tcp
+and, with the UCX environment the tests build, ucx)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tests.integration.slurm.test_transports import _ucx_python
 
 SCRIPT = REPO / "bench" / "gpu" / "transfer.py"
 VALUES = REPO / "bench" / "gpu" / "task_values.py"
+ENGINE = REPO / "bench" / "gpu" / "engine_values.py"
 
 
 def _has_gpu() -> bool:
@@ -28,7 +29,7 @@ def _has_gpu() -> bool:
     return gpu_library()[0] is not None
 
 
-@pytest.mark.parametrize("script", [SCRIPT, VALUES], ids=["transfer", "values"])
+@pytest.mark.parametrize("script", [SCRIPT, VALUES, ENGINE], ids=["transfer", "values", "engine"])
 def test_skips_cleanly_without_a_gpu(script):
     if _has_gpu():
         pytest.skip("this machine has a CUDA GPU: the skip path cannot be shown here")
@@ -70,3 +71,16 @@ def test_values_harness_hands_a_value_from_task_to_task_between_two_workers(tmp_
         assert result["best_gib_per_s"] > 0 and result["raw_best_gib_per_s"] > 0
         assert len(set(result["workers"])) == 2
     assert "<!-- section:gpu-values -->" in report.read_text()
+
+
+def test_engine_harness_runs_a_workflow_whose_value_travels_between_two_workers(tmp_path):
+    """Through hpcflow's driver: the consumer ran on the other worker (its pool's), every
+    byte of the value was counted as moved, and the taking worker logged the transfer."""
+    report = tmp_path / "RESULTS.md"
+    for result in _cpu_check(ENGINE, 32, 2, "--results", str(report)).values():
+        assert result["bytes"] == 32 * 2**20 and result["received_on"] == "cpu"
+        assert result["moved"] >= result["bytes"]
+        assert len(result["run_seconds"]) == 2 and result["transfer_gib_per_s"] > 0
+        assert len(set(result["workers"])) == 2
+    text = report.read_text()
+    assert "<!-- section:gpu-engine -->" in text and "| tcp | numpy |" in text
