@@ -14,6 +14,14 @@ PODMAN_ENV = ("HPCFLOW_*", "CUDA_VISIBLE_DEVICES", "OMP_NUM_THREADS", "PYTHONPAT
 
 #: Sets USER (from ``id -un``) when it is not set, then runs its arguments.
 _WITH_USER = 'USER="${USER:-$(id -un)}"; export USER; exec "$@"'
+#: The same, for a SquashFS image on ch-run's default mount point: ch-run creates
+#: /var/tmp/$USER.ch/mnt when it is missing, and two ch-runs starting at once race on it
+#: ("can't mkdir: /var/tmp/USER.ch: File exists"); made here first, with mkdir -p, which
+#: takes an existing folder as success.
+_WITH_USER_SQUASH = (
+    'USER="${USER:-$(id -un)}"; export USER; '
+    'mkdir -p "/var/tmp/$USER.ch/mnt" 2>/dev/null || :; exec "$@"'
+)
 
 
 #: Runs ``podman run --name NAME ...`` (its arguments after NAME) and, when the task is
@@ -63,7 +71,11 @@ def container_argv(run: ContainerRun, workdir: str, env_names: Sequence[str] = (
         return [*argv, "--pwd", workdir, *run.options, run.image]
     if run.runtime == "charliecloud":
         # ch-run refuses to start without USER, which batch jobs and cron may lack.
-        argv = ["/bin/sh", "-c", _WITH_USER, "hpcflow-ch-run", run.command]
+        squash = run.image.endswith(".sqfs") and not any(
+            o in ("-m", "--mount") or o.startswith("--mount=") for o in run.options
+        )
+        wrapper = _WITH_USER_SQUASH if squash else _WITH_USER
+        argv = ["/bin/sh", "-c", wrapper, "hpcflow-ch-run", run.command]
         for mount in run.mounts:
             argv += ["-b", mount]
         # GPUs: Charliecloud has no run-time switch; the image carries the driver's

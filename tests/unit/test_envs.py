@@ -90,6 +90,32 @@ def test_charliecloud_and_podman_command_lines():
     assert "--pull=never" in argv
 
 
+def test_a_squashfs_image_has_charliecloud_s_mount_point_made_first(tmp_path):
+    """Two ch-runs of SquashFS images starting at once race to create their default
+    mount point (/var/tmp/$USER.ch/mnt): the wrapper makes it first, with mkdir -p, and
+    leaves it alone for a directory image or a --mount of the task's own."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    user = f"hpcflow-test-{uuid.uuid4().hex[:8]}"
+    made = Path(f"/var/tmp/{user}.ch")
+    try:
+        for image, options, expected in (
+            ("/img", (), False),
+            ("/i.sqfs", ("--mount=/m",), False),
+            ("/i.sqfs", (), True),
+            ("/i.sqfs", (), True),  # again, with the folder there: still fine
+        ):
+            run = ContainerRun("charliecloud", "true", image, (), options)
+            argv = container_argv(run, str(tmp_path))
+            done = subprocess.run(argv, env={"USER": user, "PATH": "/usr/bin:/bin"})
+            assert done.returncode == 0
+            assert (made / "mnt").is_dir() == expected, (image, options)
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
 def test_binds_relative_to_the_workflow_and_nested_mounts_once():
     assert mount_spec("data", "/flow") == "/flow/data:/flow/data"
     assert mount_spec("/a:/b", "/flow") == "/a:/b"
