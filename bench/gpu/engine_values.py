@@ -161,6 +161,8 @@ def _measure(transport: str, library: str, gpus: int, nbytes: int, repeat: int) 
             started = time.perf_counter()
             size, _ = client.submit(receive, buf, workers=[taker], pure=False).result()
             raw.append(time.perf_counter() - started)
+            if size != nbytes:
+                raise RuntimeError(f"the raw transfer brought {size} bytes of {nbytes}")
             del buf
     best = min(range(repeat), key=lambda k: transfers[k][1])
     moved, seconds = transfers[best]
