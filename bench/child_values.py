@@ -3,9 +3,11 @@
     python child_values.py files chain     # np.save / np.load, ProcessPoolExecutor(2)
     python child_values.py dask gather     # plain Dask futures, LocalCluster(2 x 1 thread)
     python child_values.py parsl chain     # Parsl python_app futures, HTEX, 2 workers
+    python child_values.py inline chain    # the same calls in this one process
 
 Every form hands the same arrays (bench/w8_tasks.py) from task to task with two slots
-and prints the last task's value; bench/values.py checks it.
+and prints the last task's value; bench/values.py checks it. ``inline`` hands nothing over:
+it is the floor under every tool, the work itself plus one interpreter start.
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ def through_files(workload: str) -> float:
         for done in [pool.submit(t.part_file, i, p) for i, p in enumerate(paths)]:
             done.result()
         return pool.submit(t.reduce_file, paths).result()
+
+
+def in_one_process(workload: str) -> float:
+    """The task bodies called one after another in this process: values pass by
+    reference, nothing is copied, serialised or started; the floor of every form."""
+    if workload == "chain":
+        x = t.start()
+        for _ in range(t.CHAIN_TASKS - 2):
+            x = t.step(x)
+        return t.finish(x)
+    return t.reduce([t.part(i) for i in range(t.GATHER_N)])
 
 
 def dask_futures(workload: str) -> float:
@@ -75,7 +88,12 @@ def _reduce_futures(*parts):  # Parsl resolves futures given as positional argum
     return w8_tasks.reduce(list(parts))
 
 
-FORMS = {"files": through_files, "dask": dask_futures, "parsl": parsl_futures}
+FORMS = {
+    "files": through_files,
+    "dask": dask_futures,
+    "parsl": parsl_futures,
+    "inline": in_one_process,
+}
 
 
 def main() -> int:

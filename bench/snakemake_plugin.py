@@ -280,6 +280,22 @@ def measure(
     }
 
 
+def job_counts(spec: str, snakefiles: list[str]) -> dict[str, list[int]]:
+    """The sizes each Snakefile runs at, from ``--n``: ``N`` is for every Snakefile,
+    ``KIND=N`` for one (``1000,python=200``: shell at 1000, python at 1000 and 200)."""
+    sizes: dict[str, list[int]] = {kind: [] for kind in snakefiles}
+    for item in filter(None, (part.strip() for part in spec.split(","))):
+        kind, _, count = item.rpartition("=")
+        if not count.isdigit() or int(count) < 2:
+            raise ValueError(f"{item!r}: a job count is a whole number of at least 2")
+        if kind and kind not in SNAKEFILES:
+            raise ValueError(f"{item!r}: the Snakefiles are {', '.join(SNAKEFILES)}")
+        for name in [kind] if kind else snakefiles:
+            if name in sizes and int(count) not in sizes[name]:
+                sizes[name].append(int(count))
+    return sizes
+
+
 def wall_text(row: dict) -> str:
     if row["ok"]:
         return f"{row['wall_s']}"
@@ -399,12 +415,12 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
             f"{r.get('load', '?')} |"
         )
     lines += ["", *summary(rows)]
-    sizes = ",".join(sorted({str(r["jobs"]) for r in rows}, key=int))
+    sizes = ",".join(sorted({f"{r.get('snakefile', 'shell')}={r['jobs']}" for r in rows}))
     kinds = ",".join(sorted({r.get("snakefile", "shell") for r in rows}))
     lines += [
         "",
         "Reproduce: `bash bench/setup.sh && .venv/bin/python bench/snakemake_plugin.py "
-        f"--n {sizes} --snakefiles {kinds} --timeout 1200` (as root: the test cluster needs "
+        f"--n {sizes} --snakefiles {kinds} --timeout 3000` (as root: the test cluster needs "
         "it; `--tools cores,local` needs no cluster).",
         "",
         END,
@@ -415,7 +431,12 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", default="100,1000", help="jobs per Snakefile, comma-separated")
+    ap.add_argument(
+        "--n",
+        default="100,1000",
+        help="jobs per Snakefile, comma-separated; KIND=N sizes one Snakefile only "
+        "(e.g. shell=1000,python=200)",
+    )
     ap.add_argument("--tools", default=",".join(TOOLS), help=",".join(TOOLS))
     ap.add_argument("--snakefiles", default=",".join(SNAKEFILES), help=",".join(SNAKEFILES))
     ap.add_argument("--jobs", type=int, default=100, help="Snakemake --jobs")
@@ -434,6 +455,11 @@ def main() -> int:
     if unknown:
         print(f"unknown: {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
+    try:
+        sizes = job_counts(args.n, args.snakefiles.split(","))
+    except ValueError as exc:
+        print(f"--n: {exc}", file=sys.stderr)
+        return 2
     if "slurm" in tools and not (PEERS / "bin" / "python").exists():
         print("run `bash bench/setup.sh` first", file=sys.stderr)
         return 2
@@ -448,7 +474,7 @@ def main() -> int:
     software = versions(cluster.env if cluster is not None else None)
     try:
         for snakefile in args.snakefiles.split(","):
-            for n in (int(x) for x in args.n.split(",")):
+            for n in sizes[snakefile]:
                 for tool in tools:
                     there = cluster if tool in ON_SLURM else None
                     where = shared_root if tool in ON_SLURM else root
