@@ -121,6 +121,12 @@ def fan_out(snakefile: str, n: int) -> int:
     return n - 1 if snakefile == "shell" else (n - 1) // 2
 
 
+def job_total(snakefile: str, n: int) -> int:
+    """How many jobs a Snakefile of size ``n`` runs (the python one runs an odd count:
+    as many ``script:`` jobs as ``run:`` jobs, and the reduce)."""
+    return n if snakefile == "shell" else 2 * fan_out(snakefile, n) + 1
+
+
 def expected_total(snakefile: str, n: int) -> int:
     power = 2 if snakefile == "shell" else 3
     return sum(i**power for i in range(fan_out(snakefile, n)))
@@ -277,6 +283,7 @@ def measure(
         "driver_calls": {p: c for p, c in driver.items() if c},
         "in_job_calls": {p: c for p, c in in_jobs.items() if c},
         "tail": "" if ok else output[-1500:],
+        "time": time.time(),
     }
 
 
@@ -299,11 +306,12 @@ def job_counts(spec: str, snakefiles: list[str]) -> dict[str, list[int]]:
 def wall_text(row: dict) -> str:
     if row["ok"]:
         return f"{row['wall_s']}"
-    if row["timed_out"] and row["done"] == row["jobs"]:
+    total = job_total(row.get("snakefile", "shell"), row["jobs"])
+    if row["timed_out"] and row["done"] == total:
         return f"> {row['wall_s']} (cut by the cap as it finished)"
     if row["timed_out"]:
-        return f"> {row['wall_s']} ({row['done']}/{row['jobs']} done)"
-    return f"failed after {row['wall_s']} ({row['done']}/{row['jobs']} done)"
+        return f"> {row['wall_s']} ({row['done']}/{total} done)"
+    return f"failed after {row['wall_s']} ({row['done']}/{total} done)"
 
 
 def versions(cluster_env: dict[str, str] | None) -> str:
@@ -338,7 +346,8 @@ def summary(rows: list[dict]) -> list[str]:
             for r in rows
             if r["jobs"] == n and r.get("snakefile", "shell") == snakefile
         }
-        what = f"- {snakefile} Snakefile, {n} jobs:"
+        total = job_total(snakefile, n)
+        what = f"- {snakefile} Snakefile, {total} jobs:"
         said = []
         cores = by_tool.get("cores")
         for tool in ("local", "hpcflow"):
@@ -358,8 +367,8 @@ def summary(rows: list[dict]) -> list[str]:
                 + (
                     ""
                     if theirs["ok"] or not theirs["done"]
-                    else f" (it had done {theirs['done']}/{n} jobs; at that rate all {n} "
-                    f"would take about {theirs['wall_s'] * n / theirs['done']:.0f} s)"
+                    else f" (it had done {theirs['done']}/{total} jobs; at that rate all "
+                    f"{total} would take about {theirs['wall_s'] * total / theirs['done']:.0f} s)"
                 )
                 + f" and {ours['status_queries']} status queries instead of "
                 f"{theirs['status_queries']}"
@@ -369,6 +378,64 @@ def summary(rows: list[dict]) -> list[str]:
     return lines
 
 
+#: Issue 20's targets: local within 1.5x of ``--cores 2``, the pilot within 2x of it and
+#: at least 20x faster than the slurm plugin, with one sbatch.
+LOCAL_OF_CORES, PILOT_OF_CORES, PILOT_OVER_SLURM = 1.5, 2.0, 20.0
+
+
+def verdict(target: str, ratio: float, ok: bool) -> str:
+    return f"{target}: {ratio:.2f}x, {'met' if ok else 'NOT met'}"
+
+
+def targets(rows: list[dict]) -> list[str]:
+    """One line per Snakefile and size: each target with its measured figure."""
+    lines = []
+    for snakefile, n in sorted({(r.get("snakefile", "shell"), r["jobs"]) for r in rows}):
+        by = {
+            r["tool"]: r
+            for r in rows
+            if r["jobs"] == n and r.get("snakefile", "shell") == snakefile and r["ok"]
+        }
+        said: list[str] = []
+        cores = by.get("cores")
+        if cores and "local" in by:
+            ratio = by["local"]["wall_s"] / cores["wall_s"]
+            said.append(
+                verdict(
+                    f"local within {LOCAL_OF_CORES:g}x of --cores 2", ratio, ratio <= LOCAL_OF_CORES
+                )
+            )
+        if cores and "hpcflow" in by:
+            ratio = by["hpcflow"]["wall_s"] / cores["wall_s"]
+            said.append(
+                verdict(
+                    f"pilot within {PILOT_OF_CORES:g}x of --cores 2", ratio, ratio <= PILOT_OF_CORES
+                )
+            )
+        if "hpcflow" in by and "slurm" in by:
+            ratio = by["slurm"]["wall_s"] / by["hpcflow"]["wall_s"]
+            said.append(
+                verdict(
+                    f"pilot at least {PILOT_OVER_SLURM:g}x faster than the slurm plugin",
+                    ratio,
+                    ratio >= PILOT_OVER_SLURM,
+                )
+            )
+        if "hpcflow" in by:
+            sbatch = by["hpcflow"]["sbatch"]
+            said.append(f"pilot sbatch: {sbatch}, {'met' if sbatch == 1 else 'NOT met'}")
+        if said:
+            lines.append(f"- {snakefile}, {job_total(snakefile, n)} jobs: {'; '.join(said)}")
+    return lines
+
+
+def ended(row: dict) -> str:
+    """When a row's run ended (rows read with ``--also`` come from an earlier run)."""
+    if "time" not in row:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(row["time"]))
+
+
 def section(rows: list[dict], jobs: int, software: str) -> str:
     load = os.getloadavg()
     lines = [
@@ -376,7 +443,7 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
         "## Snakemake: `--cores 2`, `--executor hpcflow` (local, pilot) and `--executor slurm` "
         "(bench/snakemake_plugin.py)",
         "",
-        f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} on {platform.node()} "
+        f"Written {time.strftime('%Y-%m-%d %H:%M %Z')} on {platform.node()} "
         f"({os.cpu_count()} cores, shared with other work; load {load[0]:.1f} at the end), "
         f"{software}. Private test SLURM: {NODES} logical nodes x 2 CPUs on this host, slurmdbd"
         " + MariaDB so that `sacct` works. Two Snakefiles: *shell*, N - 1 jobs "
@@ -399,8 +466,8 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
         "removes before its `srun` (a real site finds its configuration without it).",
         "",
         "| Snakefile | jobs | executor | wall s | sbatch | status queries | all calls by the "
-        "Snakemake process | calls inside jobs | load |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "Snakemake process | calls inside jobs | load | ended (UTC) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     order = sorted(
         rows,
@@ -409,12 +476,13 @@ def section(rows: list[dict], jobs: int, software: str) -> str:
     for r in order:
         driver = ", ".join(f"{p} {c}" for p, c in sorted(r["driver_calls"].items())) or "-"
         in_jobs = ", ".join(f"{p} {c}" for p, c in sorted(r["in_job_calls"].items())) or "-"
+        kind = r.get("snakefile", "shell")
         lines.append(
-            f"| {r.get('snakefile', 'shell')} | {r['jobs']} | {LABELS[r['tool']]} | "
+            f"| {kind} | {job_total(kind, r['jobs'])} | {LABELS[r['tool']]} | "
             f"{wall_text(r)} | {r['sbatch']} | {r['status_queries']} | {driver} | {in_jobs} | "
-            f"{r.get('load', '?')} |"
+            f"{r.get('load', '?')} | {ended(r)} |"
         )
-    lines += ["", *summary(rows)]
+    lines += ["", *summary(rows), "", "Targets (issue 20):", "", *targets(rows)]
     sizes = ",".join(sorted({f"{r.get('snakefile', 'shell')}={r['jobs']}" for r in rows}))
     kinds = ",".join(sorted({r.get("snakefile", "shell") for r in rows}))
     lines += [
@@ -485,7 +553,7 @@ def main() -> int:
                     rows.append(row)
                     if args.jsonl:
                         with open(args.jsonl, "a") as f:
-                            f.write(json.dumps({**row, "time": time.time()}) + "\n")
+                            f.write(json.dumps(row) + "\n")
     finally:
         if not args.keep:
             for folder in {root, shared_root}:
