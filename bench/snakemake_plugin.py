@@ -14,7 +14,8 @@ inside a batch job (``SLURM_JOB_ID`` set) are counted apart from those of the Sn
 process itself.
 
     bash bench/setup.sh            # snakemake 9 + snakemake-executor-plugin-slurm
-    .venv/bin/python bench/snakemake_plugin.py --n 100,1000 --timeout 1500
+    .venv/bin/python bench/snakemake_plugin.py --n 1000 --timeout 3000  # about 80 min
+    .venv/bin/python bench/snakemake_plugin.py --n shell=1000,python=200 --snakefiles shell,python
     .venv/bin/python bench/snakemake_plugin.py --tools cores,local --n 1000   # no SLURM
 
 Writes its section of bench/RESULTS.md (``<!-- section:snakemake-plugin -->``), keeping the
@@ -508,7 +509,7 @@ def main() -> int:
     ap.add_argument("--tools", default=",".join(TOOLS), help=",".join(TOOLS))
     ap.add_argument("--snakefiles", default=",".join(SNAKEFILES), help=",".join(SNAKEFILES))
     ap.add_argument("--jobs", type=int, default=100, help="Snakemake --jobs")
-    ap.add_argument("--timeout", type=float, default=1500, help="cap per run, seconds")
+    ap.add_argument("--timeout", type=float, default=3000, help="cap per run, seconds")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"), help="'-': do not write")
     ap.add_argument("--jsonl", default=None, help="also append raw rows to this file")
     ap.add_argument("--keep", action="store_true", help="keep the work directories")
