@@ -6,8 +6,8 @@
     python child_values.py inline chain    # the same calls in this one process
 
 Every form hands the same arrays (bench/w8_tasks.py) from task to task with two slots
-and prints the last task's value; bench/values.py checks it. ``inline`` hands nothing over:
-it is the floor under every tool, the work itself plus one interpreter start.
+and prints the last task's value; bench/values.py checks it. ``inline`` hands nothing over
+and uses one slot: the floor under every form, the work itself plus one interpreter start.
 """
 
 from __future__ import annotations

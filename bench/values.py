@@ -14,8 +14,9 @@ two slots, as a fresh child process timed end to end, in rotating order, on loca
 - ``files``: no tool, np.save / np.load in a ProcessPoolExecutor(2);
 - ``dask``: plain Dask futures on a LocalCluster(2 worker processes x 1 thread);
 - ``parsl``: Parsl python_app futures, HighThroughputExecutor with 2 workers;
-- ``inline``: no tool and no hand-over: the same calls in one process, the floor that
-  no tool can go under (the work itself and one interpreter start).
+- ``inline``: no tool and no hand-over: the same calls in one process on one slot, the
+  floor of every form (the work itself and one interpreter start; a tool with two slots
+  can only gain the gather's parallel part, which is small next to the start).
 
 Targets: hpcflow (in memory) within 1.3x of plain Dask futures, and at least 3x faster
 than files. Writes its section of bench/RESULTS.md; bench/run.py --only W8 starts it.
