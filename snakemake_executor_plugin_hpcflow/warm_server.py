@@ -52,6 +52,7 @@ from datetime import datetime
 from typing import Any
 
 from snakemake_executor_plugin_hpcflow import warm_protocol as wire
+from snakemake_executor_plugin_hpcflow import warm_script
 from snakemake_executor_plugin_hpcflow.jobcommand import strip_per_job
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,7 @@ class WarmServer:
         self.watched = {path: _signature(path) for path in _watched_files(self.workflow)}
         log.info("loaded; answers stale once one of these changes: %s", ", ".join(self.watched))
         _warm_imports()
+        warm_script.install()
         # What is loaded now lives as long as the runner: keep the children's collector
         # off it (a collection would write to every page they share with the runner).
         gc.collect()
@@ -382,6 +384,8 @@ def _warm_imports() -> None:
         "snakemake.wrapper",
         "snakemake.benchmark",
         "snakemake.io",
+        # Snakemake imports it for every script: job, to tell notebooks from scripts.
+        "nbformat",
     ):
         try:
             importlib.import_module(name)

@@ -33,6 +33,23 @@ SNAKEFILE = textwrap.dedent(
     rule slow:
         output: "slow/{i}.txt"
         shell: "sleep 60; touch {output}"
+
+    rule slow_script:
+        output: "slow_script/{i}.txt"
+        script: "slow.py"
+    """
+)
+
+#: Says its pid and whether it runs forked from the job (warm_script), then sleeps.
+SLOW_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    forked = "snakemake_executor_plugin_hpcflow.warm_script" in sys.modules
+    os.makedirs("pids", exist_ok=True)
+    with open(f"pids/{snakemake.wildcards.i}.tmp", "w") as f:
+        f.write(f"{os.getpid()} {forked}")
+    os.rename(f"pids/{snakemake.wildcards.i}.tmp", f"pids/{snakemake.wildcards.i}")
+    time.sleep(60)
     """
 )
 
@@ -82,6 +99,7 @@ def _run(work: Path, i: int, rule: str = "r", python: str = sys.executable, **kw
 def work(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     write_snakefile(work, SNAKEFILE)
+    (work / "slow.py").write_text(SLOW_SCRIPT)
     return work
 
 
@@ -165,3 +183,33 @@ def test_a_cancel_kills_a_warm_job(work: Path):
     outcome, _ = _run(work, 1, rule="slow")
     assert outcome.state == st.CANCELLED
     assert time.monotonic() - started < 30
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_cancel_kills_a_warm_jobs_forked_script(work: Path):
+    assert _run(work, 1)[0].state == st.SUCCEEDED  # the runner is up
+    pid_file = work / "pids" / "1"
+
+    def cancel_once_the_script_runs() -> None:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kill_running()
+
+    threading.Thread(target=cancel_once_the_script_runs, daemon=True).start()
+    outcome, _ = _run(work, 1, rule="slow_script")
+    assert outcome.state == st.CANCELLED
+    pid, forked = pid_file.read_text().split()
+    assert forked == "True"  # the script ran in a fork of the job's process
+    deadline = time.monotonic() + 30
+    while _alive(int(pid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(int(pid))
