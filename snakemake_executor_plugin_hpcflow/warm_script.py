@@ -161,15 +161,16 @@ def _as_fresh_interpreter(fname: str, env: dict[str, str]) -> None:
     atexit._clear()
     warnings.filters[:] = _FRESH_WARNING_FILTERS  # type: ignore[index]
     warnings._filters_mutated()  # type: ignore[attr-defined]
-    # Logging as a fresh import of snakemake.logging finds it: no handlers anywhere.
+    # Logging as a fresh import of snakemake.logging finds it: the loggers the job's
+    # Snakemake configured have no handlers and their default levels (others, which
+    # libraries set up when imported, stay as they are: their imports do not run again).
     logging.root.handlers.clear()
     logging.root.setLevel(logging.WARNING)
-    for logger in list(logging.root.manager.loggerDict.values()):
-        if isinstance(logger, logging.Logger):
-            logger.handlers.clear()
-            logger.setLevel(logging.NOTSET)
-            logger.propagate = True
-            logger.disabled = False
+    snakemake_logger = logging.getLogger("snakemake.logging")
+    snakemake_logger.handlers.clear()
+    snakemake_logger.setLevel(logging.NOTSET)
+    snakemake_logger.propagate = True
+    snakemake_logger.disabled = False
     # The job's thread runs an asyncio loop, and its process thread pools whose exit
     # handler would join them: neither exists for the script.
     asyncio.events._set_running_loop(None)
