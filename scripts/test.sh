@@ -88,12 +88,28 @@ fi
 .venv/bin/ruff format --check --quiet hpcflow snakemake_executor_plugin_hpcflow tests bench
 .venv/bin/mypy hpcflow snakemake_executor_plugin_hpcflow
 
+# Two passes. Most tests wait (on SLURM, on allocations, on processes), so they run on
+# several workers at once (pytest-xdist, a file per worker at a time; each worker that
+# reaches a SLURM test starts a test cluster of its own on its own ports). The tests
+# marked `exclusive` (1-minute allocations that must start tasks before they drain, and
+# the load test that busies every core) then run one at a time on a quiet machine.
+# HPCFLOW_TEST_WORKERS sets the number of workers (default 3: measured on 2 cores).
+workers=${HPCFLOW_TEST_WORKERS:-3}
 set +e
-.venv/bin/python -m pytest -q "$@"
-rc=$?
+.venv/bin/python -m pytest -q -n "$workers" --dist loadfile -m "not exclusive" "$@"
+rc_shared=$?
+.venv/bin/python -m pytest -q -p no:xdist -m exclusive "$@"
+rc_alone=$?
 set -e
-if [ "$rc" -eq 5 ]; then
+# Exit 5 means a pass collected nothing: fine for one pass (the arguments chose tests of
+# the other), a failure for both.
+if [ "$rc_shared" -eq 5 ] && [ "$rc_alone" -eq 5 ]; then
     echo "test.sh: pytest collected no tests; that is a failure" >&2
     exit 1
 fi
-exit "$rc"
+for rc in "$rc_shared" "$rc_alone"; do
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
+        exit "$rc"
+    fi
+done
+exit 0

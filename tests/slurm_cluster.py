@@ -362,14 +362,14 @@ class SlurmCluster:
         """Stop slurmctld (SIGTERM, wait until it is gone); the nodes and jobs go on."""
         pid = int((self.base / "run" / "slurmctld.pid").read_text().strip())
         os.kill(pid, 15)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
                 return
             time.sleep(0.1)
-        raise SlurmClusterError(f"slurmctld (pid {pid}) did not stop within 30 s")
+        raise SlurmClusterError(f"slurmctld (pid {pid}) did not stop within 60 s")
 
     def start_controller(self, timeout: float = 30) -> None:
         """Start slurmctld again (it recovers its jobs from its state files)."""

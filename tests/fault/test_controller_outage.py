@@ -16,7 +16,8 @@ import pytest
 from tests.conftest import status_json, write_workflow
 from tests.slurm_cluster import start_test_cluster
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+#: exclusive: the outage is timed against the controller's own timeouts.
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.exclusive]
 
 OUTAGE = 60
 

@@ -21,7 +21,8 @@ import pytest
 
 from tests.conftest import REPO, write_workflow
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+#: exclusive: it loads both cores for minutes; the other tests would starve beside it.
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.exclusive]
 
 BIG = 20_000
 SMALL = 200

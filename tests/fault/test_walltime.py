@@ -10,7 +10,9 @@ import pytest
 
 from tests.conftest import status_json, write_workflow
 
-pytestmark = pytest.mark.slurm
+#: exclusive: allocations of 1 minute must start tasks before they drain; on a machine
+#: loaded by other tests the pilot boots too late and every continuation drains idle.
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 
 def _run_with_resubmit(

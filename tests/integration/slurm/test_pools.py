@@ -344,6 +344,7 @@ def test_an_elastic_run_scales_each_pool_on_its_own_nodes(
     assert queue_drains(shaped_cluster) == []
 
 
+@pytest.mark.exclusive  # 1-minute allocations: bound to the walltime, not to the CPU
 def test_a_pilot_run_with_pools_goes_on_in_a_continuation_of_every_pool(
     tmp_path, submit_tmp_path, env, shaped_cluster
 ):

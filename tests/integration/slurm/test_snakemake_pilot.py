@@ -193,6 +193,7 @@ def test_a_rejected_allocation_is_a_clear_error(tmp_path: Path, env, slurm_clust
     assert not (workdir / "results" / "total.txt").exists()
 
 
+@pytest.mark.exclusive  # a 1-minute allocation: bound to the walltime, not to the CPU
 def test_an_allocation_killed_at_its_walltime_is_continued(tmp_path: Path, env, slurm_cluster):
     """``resubmit: true``: SLURM kills the one allocation at its 1-minute time limit with a
     job still running; the plugin submits a continuation allocation and sends the job
