@@ -20,7 +20,12 @@ import pytest
 
 from hpcflow.store import statedb as st
 
-pytestmark = pytest.mark.slurm
+#: exclusive: on a machine loaded by other tests, a reader here once saw pages of two
+#: commits that SQLite could not tell apart from a sound file (168 of 400 rows, no error;
+#: pytest-xdist, 3 workers on 2 cores). Run alone it has never failed; the torn read
+#: itself is a known weakness of reading through GlusterFS's client caches (docs/
+#: troubleshooting.md), not something the scheduling of tests should hide: see the notes.
+pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 TASKS = 400
 SECONDS = 12
