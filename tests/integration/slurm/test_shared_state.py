@@ -20,11 +20,12 @@ import pytest
 
 from hpcflow.store import statedb as st
 
-#: exclusive: on a machine loaded by other tests, a reader here once saw pages of two
-#: commits that SQLite could not tell apart from a sound file (168 of 400 rows, no error;
-#: pytest-xdist, 3 workers on 2 cores). Run alone it has never failed; the torn read
-#: itself is a known weakness of reading through GlusterFS's client caches (docs/
-#: troubleshooting.md), not something the scheduling of tests should hide: see the notes.
+#: exclusive: with 3 pytest-xdist workers on 2 cores a reader here once saw pages of two
+#: commits that SQLite could not tell apart from a sound file (168 of 400 rows, no error).
+#: Run alone, as every run before, it had not failed in the suite. The torn read is a
+#: known weakness of reading through GlusterFS's client caches, not of the test's
+#: schedule (docs/troubleshooting.md): a reproducer saw it about once in 16,000 reads on
+#: a quiet machine too. Until the reader is fixed this test stays where it was measured.
 pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 TASKS = 400
