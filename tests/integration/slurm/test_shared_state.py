@@ -24,8 +24,8 @@ from hpcflow.store import statedb as st
 #: commits that SQLite could not tell apart from a sound file (168 of 400 rows, no error).
 #: Run alone, as every run before, it had not failed in the suite. The torn read is a
 #: known weakness of reading through GlusterFS's client caches, not of the test's
-#: schedule (docs/troubleshooting.md): a reproducer saw it about once in 16,000 reads on
-#: a quiet machine too. Until the reader is fixed this test stays where it was measured.
+#: schedule (docs/troubleshooting.md): a reproducer saw it once in about 104,000 reads,
+#: on a quiet machine. Until the reader is fixed this test stays where it was measured.
 pytestmark = [pytest.mark.slurm, pytest.mark.exclusive]
 
 TASKS = 400
