@@ -91,8 +91,9 @@ fi
 # Two passes. Most tests wait (on SLURM, on allocations, on processes), so they run on
 # several workers at once (pytest-xdist, a file per worker at a time; each worker that
 # reaches a SLURM test starts a test cluster of its own on its own ports). The tests
-# marked `exclusive` (1-minute allocations that must start tasks before they drain, and
-# the load test that busies every core) then run one at a time on a quiet machine.
+# marked `exclusive` (bound to a 1-minute walltime, loading every core, or timing the
+# shared file system: docs/batch.md lists which and why) then run one at a time.
+# A `-m` among the arguments replaces each pass's own.
 # HPCFLOW_TEST_WORKERS sets the number of workers (default 3: measured on 2 cores).
 workers=${HPCFLOW_TEST_WORKERS:-3}
 set +e
