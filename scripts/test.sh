@@ -79,9 +79,11 @@ if ! .venv-ucx/bin/python -c 'import distributed_ucxx, hpcflow' 2>/dev/null; the
     .venv-ucx/bin/python -m pip install -q -e . "mpi4py>=3.1"
 fi
 
-# As root with the packages installed, the SLURM tests must run, never skip.
+# As root with the packages installed, the SLURM tests must run, and no test may skip for
+# a missing dependency: a skip fails the run unless it names hardware (tests/strict_skips.py).
 if [ "$(id -u)" -eq 0 ]; then
     export HPCFLOW_REQUIRE_SLURM=1
+    export HPCFLOW_NO_SKIPS=1
 fi
 # Lint and types first: quick, and they name the file and line.
 .venv/bin/ruff check hpcflow snakemake_executor_plugin_hpcflow tests bench

@@ -19,6 +19,9 @@ from hpcflow.worker.calls import TaskCall
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: In CI a skip is a failure unless it names hardware (tests/strict_skips.py).
+pytest_plugins = ["tests.strict_skips"]
+
 #: Values that would run commands, break quoting or escape folders if mishandled.
 HOSTILE_VALUES = [
     "a b",

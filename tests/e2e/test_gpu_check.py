@@ -32,7 +32,7 @@ def _has_gpu() -> bool:
 @pytest.mark.parametrize("script", [SCRIPT, VALUES, ENGINE], ids=["transfer", "values", "engine"])
 def test_skips_cleanly_without_a_gpu(script):
     if _has_gpu():
-        pytest.skip("this machine has a CUDA GPU: the skip path cannot be shown here")
+        pytest.skip("hardware: this machine has a CUDA GPU, so the no-GPU path cannot be shown")
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "check skipped: no usable CUDA GPU" in proc.stdout.splitlines()[0]
