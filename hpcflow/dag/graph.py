@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from hpcflow.dag.confine import check_paths
 from hpcflow.dag.instances import TaskInstance, TaskTemplate, ValueArg, expand, templates_for
 from hpcflow.errors import SpecError, SpecProblem
 from hpcflow.spec.loader import LoadedWorkflow
@@ -63,6 +64,9 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
         instances = _without_waiting(loaded, templates, instances, waiting_on)
     waiting = {i: _why_waiting(loaded, i, on) for i, on in waiting_on.items()}
     problems: list[SpecProblem] = []
+    check_paths(loaded, templates, instances, problems)
+    if problems:
+        raise SpecError(problems)
     _check_unique_ids(loaded, instances, problems)
     producers = _producers(loaded, instances, problems)
     if problems:

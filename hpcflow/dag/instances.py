@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from hpcflow.dag.confine import PathRules, rules_for, trusted_folders
 from hpcflow.spec.loader import LoadedWorkflow
 from hpcflow.spec.models import (
     Checkpoint,
@@ -74,6 +75,8 @@ class TaskTemplate:
     base_dir: str = ""
     #: The signal it asks for before the allocation ends (``checkpoint``), if any.
     checkpoint: Checkpoint | None = None
+    #: Where values may take its paths (:mod:`hpcflow.dag.confine`).
+    paths: PathRules | None = None
 
 
 def software_of(spec: TaskSpec, defaults: Defaults) -> SoftwareKeys | None:
@@ -103,6 +106,9 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
         relative = [p for p in (workflow.workdir, defaults.workdir, spec.workdir) if p]
         parts = Template.parse(os.path.join(*relative)).parts if relative else ("",)
         workdir = Template((os.path.join(base_dir, parts[0]), *parts[1:]))
+        inputs = tuple(Template.parse(p) for p in spec.inputs)
+        outputs = tuple(Template.parse(p) for p in spec.outputs)
+        trusted = trusted_folders(spec.foreach, base_dir)
         out.append(
             TaskTemplate(
                 spec=spec,
@@ -111,11 +117,12 @@ def templates_for(loaded: LoadedWorkflow) -> list[TaskTemplate]:
                 timeout=spec.timeout if spec.timeout is not None else defaults.timeout,
                 env={**defaults.env, **spec.env},
                 workdir=workdir,
-                inputs=tuple(Template.parse(p) for p in spec.inputs),
-                outputs=tuple(Template.parse(p) for p in spec.outputs),
+                inputs=inputs,
+                outputs=outputs,
                 software=software_of(spec, defaults),
                 base_dir=base_dir,
                 checkpoint=spec.checkpoint or defaults.checkpoint,
+                paths=rules_for(workdir, inputs, outputs, base_dir, trusted),
             )
         )
     return out

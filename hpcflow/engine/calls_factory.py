@@ -292,6 +292,7 @@ class CallFactory:
         )
 
 
+            confine=template.paths.removable if template.paths else (),
 def scratch_path(path: str, workdir: str) -> str:
     """``path`` as a task in a scratch folder names it: relative to ``workdir`` when it
     lies inside it, else as it is."""

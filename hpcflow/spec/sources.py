@@ -363,6 +363,12 @@ class SourceReader:
         return tuple(names[i] for i in keep), [tuple(row[i] for i in keep) for row in rows]
 
 
+def literal_folder(pattern: str) -> str:
+    """The folder a ``from_files`` pattern names before its first capture (``data/x_{s}``
+    → ``data``; "" for the workflow's folder)."""
+    return pattern[: pattern.find("{")].rpartition("/")[0] if "{" in pattern else pattern
+
+
 def _header_names(names: list[str], file: str, line: int, problems: list[SpecProblem]) -> bool:
     """Whether every column name can be a parameter (and none repeats)."""
     ok = True

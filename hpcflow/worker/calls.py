@@ -73,6 +73,9 @@ class TaskCall:
 
 
 @dataclass(slots=True)
+    #: Where its outputs may lie for hpcflow to remove a stale one or quarantine a failed
+    #: one (:mod:`hpcflow.worker.confine`); () checks nothing.
+    confine: tuple[str, ...] = ()
 class ValueStats:
     """What the values of one python attempt weighed (``from:``): the value it returned
     (its type and size, when known) and the values it received, with how many of those

@@ -28,6 +28,7 @@ from hpcflow.store.states import TaskState
 from hpcflow.store.values import load_value, save_value
 from hpcflow.worker import checkpoints
 from hpcflow.worker.calls import Outcome, TaskCall
+from hpcflow.worker.confine import may_remove
 from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, Deadline, signal_group
 from hpcflow.worker.journal import note_success
@@ -73,6 +74,11 @@ def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
         )
         return inputs_sig, failed
     ensure_dir(call.workdir)
+    outside = [path for path in call.outputs if not may_remove(path, call.confine)]
+    if outside:
+        # (Planning refuses these; this is the last line.)
+        message = "outputs outside the workflow, not touched: " + ", ".join(outside[:5])
+        return inputs_sig, _finish(call, started, TaskState.FAILED, None, None, message)
     for path in call.outputs:
         # A stale file must never pass for this attempt's output. (Looked up first: an
         # unlink locks the folder even when there is nothing to remove.)
@@ -258,7 +264,7 @@ def quarantine_outputs(call: TaskCall) -> None:
     """Move whatever outputs a failed attempt left into the run's quarantine folder."""
     moved = False
     for path in call.outputs:
-        if not os.path.lexists(path):
+        if not os.path.lexists(path) or not may_remove(path, call.confine):
             continue
         if not moved:
             os.makedirs(call.quarantine_dir, exist_ok=True)
