@@ -289,10 +289,10 @@ class CallFactory:
             checkpoint_before=checkpoint.before if checkpoint else 0.0,
             logs=str(self.paths.logs_dir) if site.task_logs == "per-worker" else "",
             scratch=site.scratch_dir if template.spec.scratch else None,
+            confine=template.paths.removable if template.paths else (),
         )
 
 
-            confine=template.paths.removable if template.paths else (),
 def scratch_path(path: str, workdir: str) -> str:
     """``path`` as a task in a scratch folder names it: relative to ``workdir`` when it
     lies inside it, else as it is."""

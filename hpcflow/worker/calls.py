@@ -70,12 +70,12 @@ class TaskCall:
     #: node to run in ($VARS expanded there; "" for the node's temporary folder); None
     #: runs it in :attr:`workdir` (:mod:`hpcflow.worker.scratch`).
     scratch: str | None = None
-
-
-@dataclass(slots=True)
     #: Where its outputs may lie for hpcflow to remove a stale one or quarantine a failed
     #: one (:mod:`hpcflow.worker.confine`); () checks nothing.
     confine: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
 class ValueStats:
     """What the values of one python attempt weighed (``from:``): the value it returned
     (its type and size, when known) and the values it received, with how many of those
