@@ -31,6 +31,7 @@ from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.confine import may_remove
 from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, Deadline, signal_group
+from hpcflow.worker.guardian import GUARDIAN, MARK_VAR, claim_environment
 from hpcflow.worker.journal import note_success
 from hpcflow.worker.logfiles import ensure_dir
 from hpcflow.worker.scratch import Scratch
@@ -290,9 +291,9 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
             # Every runtime says "not found" its own way: the check makes it 127 with one
             # clear line in the task's log.
             argv = [*call.wrap, "/bin/sh", "-c", _FIND_PYTHON, call.python_exe or "python3"]
-    env = None
+    # The task and all it starts die with this process (:mod:`hpcflow.worker.guardian`).
+    env = GUARDIAN.with_env(None)
     if call.env:
-        env = dict(os.environ)
         env.update(call.env)
     if call.kind == "python":
         ensure_dir(os.path.dirname(call.result))
@@ -311,6 +312,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     )
     pgid = proc.pid  # start_new_session: the child leads its own group
     LIVE.add(pgid)
+    GUARDIAN.watch(pgid)
     if call.checkpoint_signal:
         checkpoints.started(call.index, call.attempt, pgid)
     deadline = Deadline(pgid, call.timeout)
@@ -323,6 +325,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
         # Kill stragglers the task left in its group (e.g. backgrounded children).
         signal_group(pgid, signal.SIGKILL)
         LIVE.discard(pgid)
+        GUARDIAN.forget(pgid)
         interrupted = bool(call.checkpoint_signal) and checkpoints.ended(call.index, call.attempt)
     proc.returncode = os.waitstatus_to_exitcode(status)
     code = proc.returncode
@@ -507,6 +510,8 @@ def _run_python_inline(
 ) -> tuple[int, int | None, str | None, Any]:
     import traceback
 
+    if MARK_VAR not in os.environ:  # a worker: what the task starts dies with it
+        claim_environment()
     with _captured(call.stdout, call.stderr, call.logs):
         try:
             value = call_python(call, call.workdir, given)

@@ -34,6 +34,8 @@ from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import LIVE, kill_running
+from hpcflow.worker.guardian import GUARDIAN
+from hpcflow.worker.lifelines import die_with, die_with_parent, start_ticks
 from hpcflow.worker.nomain import worker_context
 from hpcflow.worker.shells import SHELLS
 
@@ -55,10 +57,18 @@ class ChunkFuture(Future):  # type: ignore[type-arg]
         self.key = key
 
 
-def _worker_start(workdir: str) -> None:
+def _worker_start(workdir: str, token: dict[str, str], driver: int, ticks: int | None) -> None:
     """In each Python worker: the task's folder is the process's (tasks import from it,
-    and run in-process only there); Ctrl-C is the driver's to handle."""
+    and run in-process only there); Ctrl-C is the driver's to handle.
+
+    The worker dies with the fork server that started it, and with the driver (process
+    ``driver``, started at ``ticks``) that it serves; what its tasks start carries the
+    driver's guardian ``token``, so the driver's death kills that too
+    (:mod:`hpcflow.worker.guardian`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    die_with(driver, ticks)
+    os.environ.update(token)
     os.chdir(workdir)
 
 
@@ -93,7 +103,7 @@ class PythonWorkers:
                     self.size,
                     mp_context=context,
                     initializer=_worker_start,
-                    initargs=(self.workdir,),
+                    initargs=(self.workdir, GUARDIAN.env(), os.getpid(), start_ticks(os.getpid())),
                 )
             return self._pool
 

@@ -37,6 +37,7 @@ from collections.abc import Callable
 
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
+from hpcflow.worker.guardian import GUARDIAN
 from hpcflow.worker.worker_logs import Sink, open_sink
 
 log = logging.getLogger(__name__)
@@ -158,12 +159,15 @@ class Shell:
                 stderr=subprocess.PIPE,
                 pass_fds=(status_write,),
                 start_new_session=True,
+                # The shell and every task it runs die with this process.
+                env=GUARDIAN.with_env(None),
             )
         except OSError:
             os.close(status_read)
             raise
         finally:
             os.close(status_write)
+        GUARDIAN.watch(self.proc.pid)  # its session's group: the shell, and tasks' stragglers
         self.status = status_read
         self.status_buffer = b""
         if self.proc.stdin is None or self.proc.stdout is None or self.proc.stderr is None:

@@ -1,0 +1,202 @@
+"""A local driver is SIGKILLed while shell and Python tasks run: its tasks die with it,
+and the immediate re-run never has two attempts of one task alive at once.
+
+Every attempt writes to a side-effect file of its task, outside hpcflow's state:
+``start <attempt> <time> <pid>`` when it starts, ``beat <attempt> <time> <pid>`` every
+few hundredths of a second while it waits for a gate file this test creates, and ``end
+<attempt> <time>`` once through the gate. An attempt's life is from its start to its
+last line; no two lives of one task may overlap, and no process an attempt named may be
+alive 5 s after its driver was killed. The waits are on the gate, not on fixed sleeps,
+so every task is known to be running when the driver is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.conftest import left_with, processes_with, write_workflow
+from tests.fault.test_driver_killed import wait_for
+
+#: What each shell task's waiter runs (its command line carries the run's marker).
+WAITER = """
+import os, sys, time
+log, attempt, gate = sys.argv[1:4]
+deadline = time.monotonic() + 120
+while not os.path.exists(gate) and time.monotonic() < deadline:
+    with open(log, "a") as fh:
+        fh.write(f"beat {attempt} {time.time()} {os.getpid()}\\n")
+    time.sleep(0.05)
+"""
+
+#: The Python tasks: the same wait, in the process that runs the task.
+MODULE = """
+import os, random, subprocess, sys, time
+
+
+def wait(i, effects, gate, waiter, marker):
+    log = os.path.join(effects, f"py-{i}.log")
+    attempt = f"{os.getpid()}.{random.getrandbits(32)}"
+    with open(log, "a") as fh:
+        fh.write(f"start {attempt} {time.time()} {os.getpid()}\\n")
+    # A child of the task too (it must die with it), then the task's own wait.
+    subprocess.Popen([sys.executable, waiter, log, attempt + "c", gate, marker])
+    deadline = time.monotonic() + 120
+    while not os.path.exists(gate) and time.monotonic() < deadline:
+        with open(log, "a") as fh:
+            fh.write(f"beat {attempt} {time.time()} {os.getpid()}\\n")
+        time.sleep(0.05)
+    with open(log, "a") as fh:
+        fh.write(f"end {attempt} {time.time()}\\n")
+    return i
+"""
+
+WORKFLOW = """
+name: die-with-driver
+tasks:
+  - name: sh
+    foreach: {{i: {{range: [0, 2]}}}}
+    command: >-
+      a=$BASHPID.$RANDOM;
+      echo "start $a $EPOCHREALTIME $BASHPID" >> {effects}/sh-{{i}}.log;
+      {python} {waiter} {effects}/sh-{{i}}.log $a {gate} {marker};
+      echo "end $a $EPOCHREALTIME" >> {effects}/sh-{{i}}.log
+  - name: py
+    foreach: {{i: {{range: [0, 2]}}}}
+    python: dwd_tasks:wait
+    params: {{effects: {effects}, gate: {gate}, waiter: {waiter}, marker: {marker}}}
+"""
+
+TASKS = ("sh-0", "sh-1", "py-0", "py-1")
+
+
+@dataclass
+class Attempt:
+    """One attempt of a task, as its side-effect lines tell it."""
+
+    task: str
+    start: float
+    last: float
+    ended: bool = False
+    pids: set[int] = field(default_factory=set)
+
+
+def attempts(effects: Path) -> dict[str, list[Attempt]]:
+    """Each task's attempts from its side-effect file, in start order (a waiter child's
+    lines, ``<attempt>c``, count as its attempt's)."""
+    found: dict[str, list[Attempt]] = {}
+    for task in TASKS:
+        path = effects / f"{task}.log"
+        lives: dict[str, Attempt] = {}
+        text = path.read_text() if path.exists() else ""
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) < 3:
+                continue  # a line being written
+            kind, attempt, when = parts[0], parts[1].rstrip("c"), float(parts[2].replace(",", "."))
+            life = lives.setdefault(attempt, Attempt(task, when, when))
+            life.start, life.last = min(life.start, when), max(life.last, when)
+            life.ended |= kind == "end"
+            if len(parts) >= 4:
+                life.pids.add(int(parts[3]))
+        found[task] = sorted(lives.values(), key=lambda a: a.start)
+    return found
+
+
+def overlaps(found: dict[str, list[Attempt]]) -> list[str]:
+    """Pairs of attempts of one task whose lives overlap."""
+    bad = []
+    for task, lives in found.items():
+        for earlier, later in zip(lives, lives[1:], strict=False):
+            if later.start <= earlier.last:
+                bad.append(
+                    f"{task}: an attempt started at {later.start:.2f} while the one started "
+                    f"at {earlier.start:.2f} still ran (its last line at {earlier.last:.2f})"
+                )
+    return bad
+
+
+def alive(pids: set[int], since: float) -> list[str]:
+    """The command lines of those of ``pids`` that still live as the processes they were
+    (started before ``since``: a reused pid is someone else)."""
+    living = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= since + 1:
+                living.append(f"{pid}: {' '.join(proc.cmdline())[:200]}")
+        except psutil.Error:
+            continue
+    return living
+
+
+def start_run(wf: Path, env: dict[str, str], engine: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
+         "--threads", "4", "--engine", engine],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["pool", "dask"])
+def test_tasks_die_with_a_killed_driver_and_never_run_twice_at_once(tmp_path, env, engine):
+    marker = f"hpcflow-dwd-{engine}-{time.time_ns()}"
+    effects, gate = tmp_path / "effects", tmp_path / "gate"
+    effects.mkdir()
+    waiter = tmp_path / "dwd_waiter.py"
+    waiter.write_text(WAITER)
+    (tmp_path / "dwd_tasks.py").write_text(MODULE)
+    wf = write_workflow(
+        tmp_path,
+        WORKFLOW.format(
+            effects=effects, gate=gate, waiter=waiter, marker=marker, python=sys.executable
+        ),
+    )
+    first = start_run(wf, env, engine)
+    rerun: subprocess.Popen[str] | None = None
+    try:
+        wait_for(
+            lambda: all(lives for lives in attempts(effects).values()),
+            120,
+            "all four tasks of the first run to start",
+        )
+        # Every process the driver started: tasks, shells, workers, fork servers...
+        started = {child.pid for child in psutil.Process(first.pid).children(recursive=True)}
+        killed_at = time.time()
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        old = attempts(effects)
+        old_pids = started | {pid for lives in old.values() for life in lives for pid in life.pids}
+        # The re-run starts at once; every task of it is running before the gate opens.
+        rerun = start_run(wf, env, engine)
+        wait_for(
+            lambda: all(len(lives) >= 2 for lives in attempts(effects).values()),
+            120,
+            "all four tasks of the re-run to start",
+        )
+        deadline = killed_at + 5
+        wait_for(lambda: not alive(old_pids, killed_at) or time.time() > deadline, 10, "5 s")
+        assert alive(old_pids, killed_at) == [], "processes outlived their driver by 5 s"
+        gate.touch()
+        out, err = rerun.communicate(timeout=120)
+        assert rerun.returncode == 0, out + err
+    finally:
+        gate.touch()
+        for proc in (first, rerun):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    found = attempts(effects)
+    assert overlaps(found) == []
+    for task, lives in found.items():
+        assert [life.ended for life in lives] == [False, True], (task, lives)
+    assert left_with(marker) == [], processes_with(marker)
