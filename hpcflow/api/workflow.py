@@ -294,7 +294,7 @@ class Workflow:
         from hpcflow.store.atomic import write_text_atomic
 
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, text)
+        write_text_atomic(target, text, mode=0o644)  # the user's workflow, not state
         return target
 
     @classmethod

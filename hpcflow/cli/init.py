@@ -170,6 +170,6 @@ def _write_checked(
             trial_profile = Path(scratch) / profile_file.name
             trial_profile.write_text(profile_text, encoding="utf-8")
             resolve_profile(str(trial_profile), environ={})
-    write_text_atomic(workflow_file, workflow_text)
+    write_text_atomic(workflow_file, workflow_text, mode=0o644)
     if profile_file and profile_text is not None:
-        write_text_atomic(profile_file, profile_text)
+        write_text_atomic(profile_file, profile_text, mode=0o644)

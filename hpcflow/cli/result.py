@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from hpcflow.errors import RunError
+
 
 @click.command("result")
 @click.argument("run")
@@ -27,9 +29,20 @@ def command(run: str, task: str, output: Path | None) -> None:
     found = open_run(run)
     source = found.result_file(task)
     if output is not None:
-        shutil.copyfile(source, output)
-        kind = "JSON" if source.suffix == ".json" else "a pickle"
-        click.echo(f"saved {task} to {output} ({kind}, {source.stat().st_size} bytes)")
+        if source.suffix == ".json":
+            shutil.copyfile(source, output)
+            kind = "JSON"
+        else:  # the pickle alone, its MAC checked (the header is hpcflow's)
+            from hpcflow.store.results import value_keys
+            from hpcflow.store.values import ValueUnreadable, value_pickle
+
+            try:
+                data = value_pickle(str(source), *value_keys(source))
+            except ValueUnreadable as exc:
+                raise RunError(str(exc), hint=f"hpcflow run WORKFLOW --rerun '{task}'") from None
+            output.write_bytes(data)
+            kind = "a pickle"
+        click.echo(f"saved {task} to {output} ({kind}, {output.stat().st_size} bytes)")
         return
     value = found.result(task)
     try:

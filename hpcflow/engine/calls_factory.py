@@ -15,7 +15,8 @@ from hpcflow.envs.environments import Environments, TaskEnvironment
 from hpcflow.envs.worker_code import ensure_worker_code
 from hpcflow.launchers import task_prefix
 from hpcflow.spec.models import Resources
-from hpcflow.spec.placeholders import BUILTINS, Template, shell_quote, value_text
+from hpcflow.spec.placeholders import BUILTINS, Template, value_text
+from hpcflow.spec.shell_context import ShellTemplate
 from hpcflow.store.paths import RunPaths, task_slug
 from hpcflow.worker.calls import TaskCall, ValuesIn
 from hpcflow.worker.scratch import inside
@@ -41,7 +42,7 @@ class CallFactory:
     local_mpi_launch: list[str] | None = None
     #: The most ranks such a task may have: one worker's slots.
     local_mpi_ranks: int = 0
-    _commands: dict[int, Template] = field(default_factory=dict)
+    _commands: dict[int, ShellTemplate] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
     #: Where the run's journal of successes starts (:mod:`hpcflow.worker.journal`);
@@ -104,10 +105,11 @@ class CallFactory:
         if spec.command is not None:
             parsed = self._commands.get(inst.spec_index)
             if parsed is None:
-                parsed = self._commands[inst.spec_index] = Template.parse(spec.command)
+                parsed = self._commands[inst.spec_index] = ShellTemplate.parse(spec.command)
             # A command that names neither {inputs} nor {outputs} needs only the parameters.
             values = inst.params if BUILTINS.isdisjoint(parsed.names) else self._values(inst)
-            return "shell", parsed.render(values, shell_quote), None
+            # Each value quoted for its place in bash's quoting (hpcflow.spec.shell_context).
+            return "shell", parsed.render(values), None
         if spec.argv is not None:
             parts = self._argv.get(inst.spec_index)
             if parts is None:
@@ -282,6 +284,7 @@ class CallFactory:
             values_in=self.values_in(inst) if kind == "python" else None,
             received=received,
             value_out=self.paths.value(slug) if received else "",
+            value_key=str(self.paths.value_key) if kind == "python" else "",
             wrap=[*outer, *inner] if kind == "python" and (outer or inner) else None,
             python_exe=python_exe,
             gpus=resources.gpus,

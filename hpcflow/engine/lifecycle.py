@@ -28,9 +28,11 @@ from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
+from hpcflow.store.private import private_dir, private_file
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 from hpcflow.store.states import RunStatus
+from hpcflow.store.values import write_run_key
 
 if TYPE_CHECKING:  # the driver and the loader are imported by what drives or plans a run
     from hpcflow.engine.driver import Observer
@@ -360,12 +362,12 @@ def make_run_dir(
     if run_dir.exists() and any(run_dir.iterdir()):
         raise RunError(f"run directory {run_dir} is not empty", hint="choose a new --run-dir")
     try:
-        run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        os.chmod(run_dir, 0o700)
+        private_dir(run_dir)  # 0700, this user's (an existing empty folder too)
         paths = RunPaths(run_dir)
         # Made here, once: tasks on many nodes then each make only their own folder in
         # it, never the same parent at once through different shared-file-system clients.
-        paths.tasks_dir.mkdir(exist_ok=True)
+        private_dir(paths.tasks_dir)
+        write_run_key(paths.value_key)  # what the run's workers sign values with
         if copy is not None:
             shutil.copyfile(copy, paths.workflow_copy)
         write_json_atomic(
@@ -400,6 +402,7 @@ def conclude(db: st.StateDB, summary: RunSummary, started: float) -> RunSummary:
 
 
 def log_to(path: Path) -> logging.Handler:
+    private_file(path)  # 0600 whatever the umask
     handler = logging.FileHandler(path, encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logger = logging.getLogger("hpcflow")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hpcflow.errors import RunLockedError
+from hpcflow.store.private import private_dir
 
 
 class RunLock:
@@ -20,7 +21,8 @@ class RunLock:
 
     def acquire(self, info: dict[str, Any]) -> None:
         """Take the lock or raise :class:`RunLockedError` naming the run that holds it."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # <state root>/locks/<key>.lock: the state root and its locks are private.
+        private_dir(self.path.parent, top=self.path.parent.parent)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

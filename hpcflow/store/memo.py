@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcflow.store.private import private_dir
 from hpcflow.store.sqlite import BatchedWriter, connect_reader, connect_writer
 
 log = logging.getLogger(__name__)
@@ -59,7 +60,7 @@ class Memo(BatchedWriter):
 
     def __init__(self, path: Path, workflow_key: str) -> None:
         if str(path) != ":memory:":
-            path.parent.mkdir(parents=True, exist_ok=True)
+            private_dir(path.parent)  # the state root (.hpcflow), 0700
         conn = connect_writer(path)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"

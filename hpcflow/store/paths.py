@@ -308,6 +308,12 @@ class RunPaths:
         (written atomically by its last successful attempt; a plain string: a hot path)."""
         return f"{self.run_dir}/tasks/{slug}/value.pickle"
 
+    @property
+    def value_key(self) -> Path:
+        """The run's copy of the user's value key (``0600``): what its workers sign and
+        check value files with (:mod:`hpcflow.store.values`)."""
+        return self.run_dir / "value.key"
+
     def quarantine(self, slug: str, attempt: int) -> str:
         """Where outputs of a failed attempt are moved (a plain string: a hot path)."""
         return f"{self.run_dir}/quarantine/{slug}/{attempt}"

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcflow.store.paths import hpcflow_home
+from hpcflow.store.private import private_dir
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ def _index() -> Path:
 def register_run(run_id: str, run_dir: Path, workflow: str, started: float) -> None:
     """Append a run to the index (one O_APPEND write: concurrent runs do not interleave)."""
     path = _index()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(path.parent)
     line = json.dumps(
         {"run_id": run_id, "run_dir": str(run_dir), "workflow": workflow, "started": started}
     )

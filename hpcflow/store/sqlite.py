@@ -31,6 +31,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from hpcflow.store.private import private_file
+
 log = logging.getLogger(__name__)
 
 #: Seconds a reader or writer waits for another's lock before it gives up.
@@ -38,7 +40,11 @@ BUSY_SECONDS = 60.0
 
 
 def connect_writer(path: Path) -> sqlite3.Connection:
-    """The connection of the one process that writes ``path`` (created if missing)."""
+    """The connection of the one process that writes ``path`` (created ``0600`` if
+    missing: SQLite gives its journal the file's mode; another account's file is refused,
+    :func:`~hpcflow.store.private.private_file`)."""
+    if str(path) != ":memory:":
+        private_file(path)
     conn = sqlite3.connect(path, timeout=BUSY_SECONDS, isolation_level=None)
     conn.execute("PRAGMA journal_mode=DELETE")
     conn.execute("PRAGMA synchronous=FULL")

@@ -50,6 +50,9 @@ class TaskCall:
     values_in: ValuesIn | None = None
     received: bool = False
     value_out: str = ""
+    #: The run folder's value key file, that value files are signed and checked with
+    #: ("": the user's own; :func:`hpcflow.store.values.worker_key`).
+    value_key: str = ""
     #: Python calls in a software environment (container, modules, venv): the argv that
     #: starts the call's process there, and the interpreter it runs (shell and argv
     #: tasks carry the same argv at the front of their own).

@@ -25,7 +25,7 @@ from typing import IO, Any, TextIO
 
 from hpcflow.store.atomic import write_text_atomic
 from hpcflow.store.states import TaskState
-from hpcflow.store.values import load_value, save_value
+from hpcflow.store.values import load_value, save_value, worker_key
 from hpcflow.worker import checkpoints
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.confine import may_remove
@@ -33,6 +33,7 @@ from hpcflow.worker.gpus import worker_devices
 from hpcflow.worker.groups import LIVE, Deadline, signal_group
 from hpcflow.worker.guardian import GUARDIAN, MARK_VAR, claim_environment
 from hpcflow.worker.journal import note_success
+from hpcflow.worker.leaders import note_leader
 from hpcflow.worker.logfiles import ensure_dir
 from hpcflow.worker.scratch import Scratch
 from hpcflow.worker.values import arguments, encode_call, file_stats
@@ -74,12 +75,12 @@ def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
             "missing input files: " + ", ".join(missing[:5]),
         )
         return inputs_sig, failed
-    ensure_dir(call.workdir)
     outside = [path for path in call.outputs if not may_remove(path, call.confine)]
     if outside:
         # (Planning refuses these; this is the last line.)
         message = "outputs outside the workflow, not touched: " + ", ".join(outside[:5])
         return inputs_sig, _finish(call, started, TaskState.FAILED, None, None, message)
+    ensure_dir(call.workdir)
     for path in call.outputs:
         # A stale file must never pass for this attempt's output. (Looked up first: an
         # unlink locks the folder even when there is nothing to remove.)
@@ -225,7 +226,7 @@ def _attempt(
             exit_code, peak, message = _run_process(call)
             if accept is not None and exit_code == 0 and call.value_out:
                 there = os.path.exists(call.value_out)
-                value = load_value(call.value_out) if there else None
+                value = load_value(call.value_out, worker_key(call.value_key)) if there else None
     if accept is not None and exit_code == 0:
         refused = accept(value)
         if refused is not None:
@@ -313,6 +314,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     pgid = proc.pid  # start_new_session: the child leads its own group
     LIVE.add(pgid)
     GUARDIAN.watch(pgid)
+    note_leader([call], pgid)
     if call.checkpoint_signal:
         checkpoints.started(call.index, call.attempt, pgid)
     deadline = Deadline(pgid, call.timeout)
@@ -489,10 +491,10 @@ def call_python(call: TaskCall, workdir: str, given: dict[str, Any] | None = Non
     ``call.value_out`` if set, and as JSON to ``call.result`` when it is JSON (which it
     must be unless some task receives it). Returns the value."""
     func = resolve_callable(call.python or "", workdir)
-    received = given if given is not None else arguments(call.values_in)
+    received = given if given is not None else arguments(call.values_in, call.value_key)
     result = func(**(call.kwargs or {}), **received)
     if call.value_out:
-        save_value(call.value_out, result)
+        save_value(call.value_out, result, worker_key(call.value_key))
     try:
         text = json.dumps(result)
     except (TypeError, ValueError):
@@ -512,6 +514,7 @@ def _run_python_inline(
 
     if MARK_VAR not in os.environ:  # a worker: what the task starts dies with it
         claim_environment()
+    note_leader([call], os.getpid())
     with _captured(call.stdout, call.stderr, call.logs):
         try:
             value = call_python(call, call.workdir, given)

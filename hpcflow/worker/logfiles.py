@@ -42,7 +42,7 @@ class LazyFile:
         if self.fd is None:
             ensure_dir(os.path.dirname(self.path))
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
-            self.fd = os.open(self.path, flags, 0o644)
+            self.fd = os.open(self.path, flags, 0o600)  # a log of the run: private
         view = memoryview(data)
         while view:
             view = view[os.write(self.fd, view) :]

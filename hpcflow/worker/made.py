@@ -25,7 +25,7 @@ import os
 from typing import Any
 
 from hpcflow.store.states import TaskState
-from hpcflow.store.values import load_value, save_value
+from hpcflow.store.values import load_value, save_value, worker_key
 from hpcflow.worker.calls import Outcome, TaskCall, ValueStats
 from hpcflow.worker.execute import in_process, run_call_for_value
 from hpcflow.worker.value_writes import save_later
@@ -44,7 +44,9 @@ def run_made(call: TaskCall, received: Received) -> Made:
     """Run ``call`` on this worker with the values it receives (Dask has fetched the
     producers' :data:`Made` here); keep its value in the result."""
     values = {
-        id(source): _value_of(source) for _, sources in received.values() for _, source in sources
+        id(source): _value_of(source, call.value_key)
+        for _, sources in received.values()
+        for _, source in sources
     }
     given = {
         name: assemble(shape, [(key, values[id(source)]) for key, source in sources])
@@ -75,7 +77,7 @@ def run_made(call: TaskCall, received: Received) -> Made:
         _moved(),
     )
     if later:
-        save_later(later, value)
+        save_later(later, value, worker_key(call.value_key))
     return (value if call.received else None), outcome
 
 
@@ -84,8 +86,8 @@ def outcome_of(made: Made) -> list[Outcome]:
     return [made[1]]
 
 
-def _value_of(source: Any) -> Any:
-    return load_value(source) if isinstance(source, str) else source[0]
+def _value_of(source: Any, key_file: str) -> Any:
+    return load_value(source, worker_key(key_file)) if isinstance(source, str) else source[0]
 
 
 def _spill(call: TaskCall, given: dict[str, Any]) -> dict[str, tuple[str, list[tuple[Any, str]]]]:
@@ -93,7 +95,7 @@ def _spill(call: TaskCall, given: dict[str, Any]) -> dict[str, tuple[str, list[t
     out = {}
     for name, value in given.items():
         path = os.path.join(folder, f"{name}.pickle")
-        save_value(path, value)
+        save_value(path, value, worker_key(call.value_key))
         out[name] = ("value", [(None, path)])
     return out
 

@@ -26,13 +26,14 @@ _pool: ThreadPoolExecutor | None = None
 _pending: dict[str, Future[int]] = {}
 
 
-def save_later(path: str, value: Any) -> None:
-    """Write ``value`` to ``path`` (atomically) in this process's background writer."""
+def save_later(path: str, value: Any, key: bytes) -> None:
+    """Write ``value`` to ``path`` (atomically, with its MAC under ``key``:
+    :func:`~hpcflow.store.values.save_value`) in this process's background writer."""
     global _pool
     with _lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hpcflow-values")
-        _pending[path] = _pool.submit(save_value, path, value)
+        _pending[path] = _pool.submit(save_value, path, value, key)
 
 
 def wait_for_saves(timeout: float) -> list[str]:

@@ -12,19 +12,21 @@ import pickle
 import sys
 from typing import Any
 
-from hpcflow.store.values import load_value
+from hpcflow.store.values import load_value, worker_key
 from hpcflow.worker.calls import TaskCall, ValuesIn, ValueStats
 
 
-def arguments(values_in: ValuesIn | None) -> dict[str, Any]:
-    """The keyword arguments ``values_in`` describes, loaded (each file read once)."""
+def arguments(values_in: ValuesIn | None, key_file: str = "") -> dict[str, Any]:
+    """The keyword arguments ``values_in`` describes, loaded (each file read once, and
+    checked with the value key in ``key_file``: :func:`~hpcflow.store.values.worker_key`)."""
     if not values_in:
         return {}
     loaded: dict[str, Any] = {}
+    key = worker_key(key_file)
 
     def value(path: str) -> Any:
         if path not in loaded:
-            loaded[path] = load_value(path)
+            loaded[path] = load_value(path, key)
         return loaded[path]
 
     return {

@@ -58,7 +58,7 @@ class WorkerLogs:
             host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
             name = f"{_UNSAFE.sub('_', host)[:64]}-{os.getpid()}-{secrets.token_hex(3)}{SUFFIX}"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
-            fd = self._files[folder] = os.open(os.path.join(folder, name), flags, 0o644)
+            fd = self._files[folder] = os.open(os.path.join(folder, name), flags, 0o600)
         return fd
 
     def close(self) -> None:

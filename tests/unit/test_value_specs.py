@@ -19,6 +19,9 @@ from hpcflow.worker.values import arguments
 from tests.unit.test_dag import graph_of, graph_problem
 from tests.unit.test_spec import Case, Has, P, case, one_task
 
+#: A value key (as a run folder's ``value.key`` holds one).
+KEY = b"k" * 32
+
 PIPELINE = """
 name: w
 tasks:
@@ -307,18 +310,21 @@ def test_a_consumer_reads_values_from_the_run_that_made_them(tmp_path):
 def test_value_files_round_trip_arrays_bit_for_bit(tmp_path):
     array = np.random.default_rng(1).standard_normal((256, 1024))
     path = str(tmp_path / "t" / "value.pickle")
-    size = save_value(path, array)
+    size = save_value(path, array, KEY)
     assert size >= array.nbytes and os.path.getsize(path) == size
-    assert np.array_equal(load_value(path), array)
+    assert np.array_equal(load_value(path, KEY), array)
     assert [p.name for p in (tmp_path / "t").iterdir()] == ["value.pickle"]  # no temp left
     other = str(tmp_path / "o.pickle")
-    save_value(other, {"k": 1})
+    save_value(other, {"k": 1}, KEY)
     values_in = {
         "one": ("value", [(None, path)]),
         "many": ("list", [(None, other), (None, path)]),
         "keyed": ("dict", [((1, "x"), other)]),
     }
-    got = arguments(values_in)
+    key_file = tmp_path / "value.key"
+    key_file.write_text(KEY.hex())
+    key_file.chmod(0o600)
+    got = arguments(values_in, str(key_file))
     assert np.array_equal(got["one"], array) and got["many"][0] == {"k": 1}
     assert got["keyed"] == {(1, "x"): {"k": 1}}
     assert got["many"][1] is got["one"]  # each file is read once
@@ -326,10 +332,10 @@ def test_value_files_round_trip_arrays_bit_for_bit(tmp_path):
 
 def test_a_value_file_cut_short_says_which_and_how_to_fix(tmp_path):
     path = tmp_path / "tasks" / "make" / "value.pickle"
-    save_value(str(path), np.arange(100_000))
+    save_value(str(path), np.arange(100_000), KEY)
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # a crash mid-write
     with pytest.raises(ValueUnreadable, match=f"{path} is cut short"):
-        load_value(str(path))
+        load_value(str(path), KEY)
 
 
 def test_background_value_files_are_all_written_when_waited_for(tmp_path):
@@ -337,14 +343,14 @@ def test_background_value_files_are_all_written_when_waited_for(tmp_path):
 
     arrays = {tmp_path / f"t{k}" / "value.pickle": np.full(200_000, float(k)) for k in range(5)}
     for path, array in arrays.items():
-        save_later(str(path), array)
+        save_later(str(path), array, KEY)
     blocked = tmp_path / "a-file"
     blocked.write_text("")
-    save_later(str(blocked / "value.pickle"), 1)  # its folder is a file: cannot be written
+    save_later(str(blocked / "value.pickle"), 1, KEY)  # its folder is a file: cannot be written
     problems = wait_for_saves(60)
     assert len(problems) == 1 and problems[0].startswith(f"{blocked}/value.pickle: ")
     for path, array in arrays.items():
-        assert np.array_equal(load_value(str(path)), array)
+        assert np.array_equal(load_value(str(path), KEY), array)
     assert wait_for_saves(1) == []  # nothing left pending
 
 
