@@ -24,6 +24,7 @@ from typing import Any
 import pydantic
 
 from hpcflow.errors import SpecError, SpecProblem
+from hpcflow.spec.limits import InputTooLarge, read_capped
 from hpcflow.spec.models import IncludeEntry, Namespace, Workflow
 from hpcflow.spec.placeholders import Template
 from hpcflow.spec.validation import problems_from_pydantic, validate_workflow
@@ -35,6 +36,8 @@ FOLDER_FILE = "workflow.yaml"
 INCLUDE_DIR_VARIABLE = "HPCFLOW_INCLUDE_DIR"
 #: Deepest chain of includes.
 MAX_DEPTH = 16
+#: Most task definitions a workflow may have once its includes are expanded.
+MAX_TASKS = 50_000
 
 _ENTRIES = pydantic.TypeAdapter(dict[Namespace, IncludeEntry])
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
@@ -42,21 +45,43 @@ _PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)\}")
 _TEMPLATED = ("command", "argv", "inputs", "outputs", "workdir", "env")
 
 
+@dataclass(frozen=True)
+class Included:
+    """One included file, read, parsed and expanded once per load however often it is
+    included: its document (its own includes expanded), positions, model, folder, the
+    names of its own tasks, and how deep its own includes go (0: it includes nothing)."""
+
+    data: dict[str, Any]
+    positions: Positions
+    workflow: Workflow
+    folder: FsPath
+    own: frozenset[str]
+    height: int
+
+
 @dataclass
 class IncludeReader:
     """Reads included files: from disk when a run is planned, or from what was read then
-    (``frozen``: resolved path → text), so a run's allocations see the same files."""
+    (``frozen``: resolved path → text), so a run's allocations see the same files. Each
+    file is read and parsed once per load (:attr:`parsed`), and the tasks that includes
+    add are counted against :data:`MAX_TASKS`."""
 
     frozen: dict[str, str] | None = None
     #: What was read, by resolved path: kept in the run directory.
     read: dict[str, str] = field(default_factory=dict)
+    #: Each included file, parsed and expanded, by resolved path.
+    parsed: dict[FsPath, Included] = field(default_factory=dict)
+    #: Included files that could not be loaded, with why (each reported once).
+    failed: dict[FsPath, SpecError] = field(default_factory=dict)
+    #: How many files were parsed (each once).
+    parses: int = 0
 
     def text(self, path: FsPath) -> str:
         key = str(path)
         if self.frozen is not None and key in self.frozen:
             text = self.frozen[key]
         else:
-            text = path.read_text(encoding="utf-8")
+            text = read_capped(path, "an included workflow file")
         self.read[key] = text
         return text
 
@@ -67,21 +92,23 @@ def expand_includes(
     folder: FsPath,
     reader: IncludeReader,
     stack: tuple[FsPath, ...] = (),
-) -> None:
+) -> int:
     """Add the tasks of ``data``'s includes (and theirs) to ``data['tasks']``, in place,
     with their positions; ``folder`` is the including file's folder, ``stack`` the files
-    that include it. Raises :class:`SpecError` with every problem found."""
+    that include it. Returns how deep the includes go (0: none). Raises
+    :class:`SpecError` with every problem found."""
     raw = data.get("include")
     if not raw:
-        return
+        return 0
     try:
         entries = _ENTRIES.validate_python(raw)
     except pydantic.ValidationError as exc:
         raise SpecError(problems_from_pydantic(exc, positions, ("include",))) from None
     tasks = data.setdefault("tasks", [])
     if not isinstance(tasks, list):
-        return  # validating the document says what is wrong
+        return 0  # validating the document says what is wrong
     problems: list[SpecProblem] = []
+    height = 0
     for name, entry in entries.items():
         where: Path = ("include", name)
         try:
@@ -90,16 +117,31 @@ def expand_includes(
             # (A file included twice has its problems once.)
             problems += [p for p in exc.problems if p not in problems]
             continue
-        sub_data, sub_positions, workflow, sub_folder = included
+        height = max(height, 1 + included.height)
         first = len(tasks)
-        for i, task in enumerate(sub_data["tasks"]):
-            at: Path = ("tasks", len(tasks))
-            positions.graft(at, sub_positions, ("tasks", i))
-            tasks.append(_renamed(name, task, workflow))
-            _inherit(tasks[-1], at, sub_data, sub_positions, positions, sub_folder)
-        _apply_params(name, entry.params, tasks, first, workflow, positions, problems)
+        if first + len(included.data["tasks"]) > MAX_TASKS:
+            at: Path = (*where, "file") if positions.has((*where, "file")) else where
+            raise SpecError(
+                [
+                    *problems,
+                    positions.problem(
+                        at,
+                        f"with include {name!r} the workflow has more than {MAX_TASKS:,} "
+                        "task definitions",
+                        hint="include fewer files (a file that includes another twice "
+                        "doubles its tasks), or sweep one task over values with foreach:",
+                    ),
+                ]
+            )
+        for i, task in enumerate(included.data["tasks"]):
+            at = ("tasks", len(tasks))
+            positions.graft(at, included.positions, ("tasks", i))
+            tasks.append(_renamed(name, task, included.own))
+            _inherit(tasks[-1], at, included.data, included.positions, positions, included.folder)
+        _apply_params(name, entry.params, tasks, first, included.workflow, positions, problems)
     if problems:
         raise SpecError(problems)
+    return height
 
 
 def _load(
@@ -110,41 +152,75 @@ def _load(
     folder: FsPath,
     reader: IncludeReader,
     stack: tuple[FsPath, ...],
-) -> tuple[dict[str, Any], Positions, Workflow, FsPath]:
-    """The included file's document (its own includes expanded), positions and model."""
+) -> Included:
+    """The included file, parsed and expanded (once per load: later uses take what the
+    first one made)."""
     target = folder / file
     shown = os.path.normpath(os.path.join(os.path.dirname(positions.file_for(where)), file))
     inside = str((target / FOLDER_FILE).resolve())
     if target.is_dir() or (reader.frozen is not None and inside in reader.frozen):
         target, shown = target / FOLDER_FILE, os.path.join(shown, FOLDER_FILE)
     target = target.resolve()
-    at: Path = (*where, "file") if (*where, "file") in positions.values else where
+    at: Path = (*where, "file") if positions.has((*where, "file")) else where
     if target in stack:
         chain = " → ".join(str(p) for p in (*stack[stack.index(target) :], target))
         raise SpecError([positions.problem(at, f"include {name!r} makes a cycle: {chain}")])
+    if target in reader.failed:
+        raise reader.failed[target]
+    done = reader.parsed.get(target)
+    if done is not None:
+        if len(stack) + done.height >= MAX_DEPTH:
+            raise SpecError([positions.problem(at, f"includes nested more than {MAX_DEPTH} deep")])
+        return done
     if len(stack) >= MAX_DEPTH:
         raise SpecError([positions.problem(at, f"includes nested more than {MAX_DEPTH} deep")])
+    try:
+        done = _parse(target, shown, name, at, positions, reader, stack)
+    except SpecError as exc:
+        reader.failed[target] = exc
+        raise
+    reader.parsed[target] = done
+    return done
+
+
+def _parse(
+    target: FsPath,
+    shown: str,
+    name: str,
+    at: Path,
+    positions: Positions,
+    reader: IncludeReader,
+    stack: tuple[FsPath, ...],
+) -> Included:
+    """Read, parse, expand and validate the included file ``target``."""
     try:
         text = reader.text(target)
     except FileNotFoundError:
         raise SpecError(
             [positions.problem(at, f"include {name!r}: no such file {shown}")]
         ) from None
+    except InputTooLarge as exc:
+        raise SpecError(
+            [positions.problem(at, f"include {name!r}: {exc}", hint=exc.hint)]
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError([positions.problem(at, f"include {name!r}: cannot read: {exc}")]) from None
+    reader.parses += 1
     data, sub_positions = load_yaml(text, shown)
     if not isinstance(data, dict):
         raise SpecError(
             [sub_positions.problem((), "an included workflow is a mapping with 'name' and 'tasks'")]
         )
-    expand_includes(data, sub_positions, target.parent, reader, (*stack, target))
-    return data, sub_positions, validate_workflow(data, sub_positions), target.parent
+    height = expand_includes(data, sub_positions, target.parent, reader, (*stack, target))
+    workflow = validate_workflow(data, sub_positions)
+    own = frozenset(t.name for t in workflow.tasks)
+    return Included(data, sub_positions, workflow, target.parent, own, height)
 
 
-def _renamed(name: str, task: dict[str, Any], workflow: Workflow) -> dict[str, Any]:
+def _renamed(name: str, task: dict[str, Any], own: frozenset[str]) -> dict[str, Any]:
     """A copy of an included task with its own and its upstream tasks' names prefixed
-    (``needs``, ``from``, and the ``after`` of its sweep's sources)."""
-    own = {t.name for t in workflow.tasks}
+    (``needs``, ``from``, and the ``after`` of its sweep's sources); ``own``: the names
+    of the included file's tasks."""
 
     def prefixed(task_name: str) -> str:
         # A name that is not the file's own stays as it is, and is reported as unknown.

@@ -10,11 +10,12 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from hpcflow.errors import SpecError, SpecProblem
-from hpcflow.spec.includes import IncludeReader, expand_includes
+from hpcflow.spec.includes import MAX_TASKS, IncludeReader, expand_includes
+from hpcflow.spec.limits import InputTooLarge, read_capped
 from hpcflow.spec.models import TaskSpec, Workflow
 from hpcflow.spec.placeholders import BUILTINS, Template
 from hpcflow.spec.sources import SourceReader
-from hpcflow.spec.sweep import Sweep, parse_sweep
+from hpcflow.spec.sweep import MAX_TOTAL_INSTANCES, Sweep, parse_sweep
 from hpcflow.spec.validation import validate_workflow
 from hpcflow.spec.yamlpos import Path, Positions, load_yaml
 
@@ -59,7 +60,9 @@ def load_workflow(path: str | FsPath, ready: frozenset[str] = frozenset()) -> Lo
     a task in ``ready`` read them now (the others wait)."""
     source = FsPath(path)
     try:
-        text = source.read_text(encoding="utf-8")
+        text = read_capped(source, "a workflow file")
+    except InputTooLarge as exc:
+        raise SpecError([SpecProblem(str(path), None, None, "", str(exc), exc.hint)]) from None
     except FileNotFoundError:
         raise SpecError([SpecProblem(str(path), None, None, "", "no such file")]) from None
     except IsADirectoryError:
@@ -104,10 +107,40 @@ def parse_workflow(
     _check_tasks(workflow, positions, problems, sweeps, reader)
     if problems:
         raise SpecError(problems)
+    _check_size(workflow, sweeps, positions)
     return LoadedWorkflow(workflow, positions, source, text, sweeps, reader.read, includes.read)
 
 
 # -- whole-document checks ------------------------------------------------------------------
+
+
+def _check_size(workflow: Workflow, sweeps: dict[str, Sweep], positions: Positions) -> None:
+    """At most :data:`MAX_TASKS` task definitions and :data:`MAX_TOTAL_INSTANCES` task
+    instances in all, counted before any is made (a sweep's size is known unexpanded)."""
+    if len(workflow.tasks) > MAX_TASKS:  # (includes stop at the cap; this is the file's own)
+        raise SpecError(
+            [
+                positions.problem(
+                    ("tasks",),
+                    f"the workflow has {len(workflow.tasks):,} task definitions; at most "
+                    f"{MAX_TASKS:,} are allowed",
+                    hint="sweep one task over values with foreach: instead of writing "
+                    "a task per value",
+                )
+            ]
+        )
+    total = sum(len(sweeps[t.name]) if t.name in sweeps else 1 for t in workflow.tasks)
+    if total > MAX_TOTAL_INSTANCES:
+        raise SpecError(
+            [
+                positions.problem(
+                    ("tasks",),
+                    f"the workflow has {total:,} task instances once its sweeps are "
+                    f"expanded; at most {MAX_TOTAL_INSTANCES:,} are allowed",
+                    hint="split it into several workflows, or sweep fewer values",
+                )
+            ]
+        )
 
 
 def _check_tasks(

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import csv
 import glob
+import io
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path as FsPath
 from typing import Any
 
 from hpcflow.errors import SpecError, SpecProblem
+from hpcflow.spec.limits import MAX_TABLE_BYTES, InputTooLarge, read_capped
 from hpcflow.spec.yamlpos import Path, Positions, format_path, load_yaml
 
 ScalarValue = str | int | float | bool
@@ -295,7 +297,10 @@ class SourceReader:
         file = file if file.is_absolute() else self.base_dir / file
         at = (*where, "path") if isinstance(raw, dict) else where
         try:
-            text = file.read_text(encoding="utf-8")
+            text = read_capped(file, "a sample sheet", MAX_TABLE_BYTES)
+        except InputTooLarge as exc:
+            problems.append(self.positions.problem(at, f"{file}: {exc}", hint=exc.hint))
+            return None
         except (OSError, UnicodeDecodeError) as exc:
             reason = "no such file" if isinstance(exc, FileNotFoundError) else str(exc)
             problems.append(self.positions.problem(at, f"cannot read {file}: {reason}"))
@@ -388,8 +393,9 @@ def _header_names(names: list[str], file: str, line: int, problems: list[SpecPro
 def _delimited(
     text: str, file: str, delimiter: str, problems: list[SpecProblem]
 ) -> tuple[list[str], list[tuple[ScalarValue, ...]]] | None:
-    """A CSV/TSV table: the header's names, then a row per non-empty line."""
-    reader = csv.reader(text.splitlines(), delimiter=delimiter)
+    """A CSV/TSV table: the header's names, then a row per non-empty record. Python's
+    CSV parser reads the whole text, so that a quoted cell keeps its line breaks."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
     try:
         header = next(reader)
     except StopIteration:

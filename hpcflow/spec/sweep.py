@@ -31,6 +31,8 @@ ScalarValue = str | int | float | bool
 
 #: Most instances one task's sweep may expand to.
 MAX_INSTANCES = 1_000_000
+#: Most task instances a whole workflow may expand to (every task, every sweep).
+MAX_TOTAL_INSTANCES = 2_000_000
 
 
 @dataclass(frozen=True)

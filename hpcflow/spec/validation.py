@@ -49,7 +49,7 @@ def _document_path(loc: tuple[Any, ...], positions: Positions) -> Path:
     path: Path = ()
     for part in loc:
         candidate = (*path, part)
-        if candidate in positions.values:
+        if positions.has(candidate):
             path = candidate
         else:
             break

@@ -25,36 +25,62 @@ class Positions:
     """Where each path of a loaded document is, 1-based (line, column).
 
     A document assembled from several files (a workflow with includes) keeps, in
-    ``origins``, the file each grafted part came from; every other path is in ``file``.
+    ``links``, the parts copied from another document: the part at a path here is the
+    part at a path there, whose positions (and file) that document knows. A link costs
+    the same whatever the part's size, so that a file included many times is not copied
+    position by position at each use.
     """
 
     file: str
     values: dict[Path, tuple[int, int]] = field(default_factory=dict)
     keys: dict[Path, tuple[int, int]] = field(default_factory=dict)
-    origins: dict[Path, tuple[str, Path]] = field(default_factory=dict)
+    #: Grafted parts: path here → (the document it came from, its path there).
+    links: dict[Path, tuple[Positions, Path]] = field(default_factory=dict)
 
     def locate(self, path: Path, *, key: bool = False) -> tuple[int | None, int | None]:
         """The position of ``path`` (its key if ``key``), or of its nearest known parent."""
         return self._find(path, key)[1]
 
-    def _find(self, path: Path, key: bool) -> tuple[Path, tuple[int | None, int | None]]:
+    def has(self, path: Path) -> bool:
+        """Whether the document has a value at ``path``."""
+        probe = tuple(path)
+        for cut in range(len(probe), -1, -1):
+            start = probe[:cut]
+            if cut == len(probe) and start in self.values:
+                return True
+            link = self.links.get(start)
+            if link is not None:
+                other, their = link
+                return other.has((*their, *probe[cut:]))
+        return False
+
+    def _find(self, path: Path, key: bool) -> tuple[str, tuple[int | None, int | None]]:
+        """The file and position of ``path`` (or of its nearest known parent)."""
         table = self.keys if key else self.values
         probe = tuple(path)
         while probe:
             if probe in table:
-                return probe, table[probe]
+                return self.file, table[probe]
             if probe in self.values:
-                return probe, self.values[probe]
+                return self.file, self.values[probe]
+            link = self._link_at(probe)
+            if link is not None:
+                other, their = link
+                return other._find((*their, *path[len(probe) :]), key)
             probe = probe[:-1]
-        return (), self.values.get((), (None, None))
+        return self.file, self.values.get((), (None, None))
+
+    def _link_at(self, probe: Path) -> tuple[Positions, Path] | None:
+        return self.links.get(probe) if self.links else None  # (most documents have none)
 
     def origin(self, path: Path) -> tuple[str, Path]:
         """The file ``path`` was read from, and its path in that file."""
         probe = tuple(path)
         while probe:
-            found = self.origins.get(probe)
-            if found is not None:
-                return found[0], (*found[1], *path[len(probe) :])
+            link = self._link_at(probe)
+            if link is not None:
+                other, their = link
+                return other.origin((*their, *path[len(probe) :]))
             probe = probe[:-1]
         return self.file, tuple(path)
 
@@ -64,22 +90,14 @@ class Positions:
 
     def graft(self, at: Path, other: Positions, their: Path) -> None:
         """Take ``other``'s positions of the part at ``their`` as those of ``at`` here
-        (the part was copied there, e.g. an included file's task)."""
-        size = len(their)
-        for theirs, mine in ((other.values, self.values), (other.keys, self.keys)):
-            for path, mark in list(theirs.items()):
-                if path[:size] == their:
-                    mine[at + path[size:]] = mark
-        for path, found in list(other.origins.items()):
-            if len(path) > size and path[:size] == their:
-                self.origins[at + path[size:]] = found
-        self.origins[at] = other.origin(their)
+        (the part was copied there, e.g. an included file's task; ``other`` may be this
+        document). Parts grafted below ``at`` later win over ``other``'s."""
+        self.links[at] = (other, their)
 
     def problem(
         self, path: Path, message: str, *, hint: str | None = None, key: bool = False
     ) -> SpecProblem:
-        found, (line, column) = self._find(path, key)
-        file, _ = self.origin(found)
+        file, (line, column) = self._find(path, key)
         _, shown = self.origin(path)
         return SpecProblem(file, line, column, format_path(shown), message, hint)
 
