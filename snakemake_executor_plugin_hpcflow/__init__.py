@@ -19,7 +19,9 @@ common_settings = CommonSettings(
     implies_no_shared_fs=False,
     job_deploy_sources=False,
     pass_default_storage_provider_args=True,
-    pass_default_resources_args=True,
+    # The executor passes them itself, as written (Snakemake's copy turns mem_mib into
+    # mem_mb with the MiB number: executor.default_resource_args).
+    pass_default_resources_args=False,
     # Workers do not inherit the Snakemake process's environment in an allocation, so
     # declared --envvars travel inside the command.
     pass_envvar_declarations_to_cmd=True,

@@ -6,13 +6,15 @@ its logs in ``RUN_DIR/tasks/SLUG/``, by the worker code of hpcflow's own tasks
 reads, through the worker's warm runner (:func:`snakemake_executor_plugin_hpcflow.warm.
 run_warm`), which falls back to the same call; :func:`job_key` names it for Dask (and for
 Snakemake, as the job's external id); :func:`check_fits` refuses, before it is sent, a job
-no worker could ever hold (Dask would keep it waiting forever).
+no worker could ever hold (Dask would keep it waiting forever), and :func:`cap_to_worker`
+cuts it to the local worker instead (local mode, as Snakemake's local executor does).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,30 @@ def check_fits(task: TaskRequest, max_cpus: int, gpus: int) -> None:
             f"has {gpus}",
             hint="use --hpcflow-mode pilot with a GPU profile, e.g. --hpcflow-profile slurm-gpu",
         )
+
+
+def cap_to_worker(task: TaskRequest, max_cpus: int, gpus: int) -> tuple[TaskRequest, str]:
+    """``task`` with its Dask slot cut to what one local worker has, as Snakemake's local
+    executor runs a job that wants more cores than ``--cores`` (its threads capped there),
+    and what was cut ("" if nothing). A ``gpu`` count on a worker without GPUs is a plain
+    counter, as for the local executor: Snakemake's own ``--resources`` limit it."""
+    wanted = dict(task.dask_resources)
+    notes: list[str] = []
+    cpus = int(wanted.get("cpus", 1))
+    if cpus > max_cpus:
+        wanted["cpus"] = float(max_cpus)
+        notes.append(f"{cpus} cpus (the local worker has {max_cpus}: it holds all of them)")
+    gpu = int(wanted.get("GPU", 0))
+    if gpu > gpus:
+        if gpus:
+            wanted["GPU"] = float(gpus)
+            notes.append(f"{gpu} GPUs (the local worker has {gpus}: it holds all of them)")
+        else:
+            del wanted["GPU"]
+            notes.append(f"{gpu} GPUs (no GPU here: 'gpu' is a plain Snakemake resource)")
+    if not notes:
+        return task, ""
+    return replace(task, dask_resources=wanted), " and ".join(notes)
 
 
 def task_call(

@@ -19,6 +19,7 @@ from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+from snakemake_interface_executor_plugins.utils import format_cli_arg
 
 from hpcflow.errors import HpcflowError
 from hpcflow.store import statedb as st
@@ -142,10 +143,16 @@ class Executor(RemoteExecutor):
                 mpi_as_step=session.mpi_as_step,
                 group_cpus_cap=session.max_cpus(),
             )
-            session.check_fits(task)
+            task, cut = session.fit(task)
         except HpcflowError as exc:
             session.record.error(str(exc))
             raise WorkflowError(str(exc)) from None
+        if cut and ("cut", cut) not in self._noted:
+            self._noted.add(("cut", cut))
+            self.logger.info(
+                f"{task.task_id} (and jobs like it) asks for {cut}; its own Snakemake runs "
+                "it with its threads capped at --cores, as Snakemake's local executor does"
+            )
         self._note_placement(session, task)
         command = self.format_job_exec(job)
         call = session.call_for(task, command)
@@ -200,6 +207,11 @@ class Executor(RemoteExecutor):
                 f"cluster's batch jobs ({what} {actual or 'default'}). Use --hpcflow-{what} "
                 "to choose theirs."
             )
+
+    def additional_general_args(self) -> str:  # type: ignore[override]
+        """What every job's command needs and Snakemake's job-command builder drops
+        (Snakemake joins the result as one string, whatever the interface says)."""
+        return " ".join(job_command_extras(self.workflow))
 
     async def check_active_jobs(
         self, active_jobs: list[SubmittedJobInfo]
@@ -280,6 +292,15 @@ class Executor(RemoteExecutor):
         for job_info in running:
             yield job_info
 
+    def print_job_error(self, job_info: SubmittedJobInfo, msg: Any = None, **kwargs: Any) -> None:
+        """Snakemake's error report, with the job's log files under ``log:``. A group job's
+        report drops ``msg`` (each member says ``message: None``): say it first."""
+        aux = job_info.aux or {}
+        logs = [str(aux[key]) for key in ("stdout", "stderr") if aux.get(key)]
+        if job_info.job.is_group() and msg:
+            self.logger.error(msg)
+        super().print_job_error(job_info, msg, aux_logs=logs, **kwargs)
+
     def cancel_jobs(self, active_jobs: list[SubmittedJobInfo]) -> None:
         """Cancel the jobs' futures and kill their processes (Ctrl-C, or a failed run)."""
         if self.session is None:
@@ -296,6 +317,65 @@ class Executor(RemoteExecutor):
         finally:
             if self.session is not None:
                 self.session.close()
+
+
+def job_command_extras(workflow: Any) -> list[str]:
+    """Options of the main Snakemake that its job-command builder (``general_args``) does
+    not pass on, or passes wrongly, though a job's result depends on them:
+
+    - ``--replace-workflow-config`` (without it the job merges ``--config`` into the
+      Snakefile's ``configfile:`` where the main process replaced it);
+    - ``--default-resources`` as the user wrote them (:func:`default_resource_args`;
+      ``common_settings.pass_default_resources_args`` is off, so this is the only copy).
+    """
+    extras: list[str] = []
+    config_settings = getattr(workflow, "config_settings", None)
+    if getattr(config_settings, "replace_workflow_config", False):
+        extras.append("--replace-workflow-config")
+    resource_settings = getattr(workflow, "resource_settings", None)
+    parsed = getattr(resource_settings, "_parsed_default_resources", None)
+    if parsed is not None:
+        extras.append(
+            format_cli_arg("--default-resources", default_resource_args(parsed), base64_encode=True)
+        )
+    return [extra for extra in extras if extra]
+
+
+def default_resource_args(resources: Any) -> list[str]:
+    """``NAME=EXPRESSION`` for each default resource, as the main process parsed it.
+
+    Snakemake's own ``Resources.args`` (9.x) writes a ``_mib`` resource under its
+    standardized ``_mb`` name with the MiB expression (``mem_mib=953.67`` becomes
+    ``mem_mb=953.67``: the job then has 954 MB where the main process has 1000): such a
+    resource is written back as ``_mib``.
+    """
+    args: list[str] = []
+    for name, resource in getattr(resources, "_data", {}).items():
+        raw = getattr(resource, "raw", None)
+        if raw is None:
+            continue
+        if name.endswith("_mb") and _converts_from_mib(resource):
+            name = name[: -len("_mb")] + "_mib"
+        args.append(f"{name}={raw}")
+    return args
+
+
+def _converts_from_mib(resource: Any) -> bool:
+    """Whether Snakemake standardized ``resource`` from a ``_mib`` value (its evaluator
+    wraps ``snakemake.resources.mib_to_mb``)."""
+    try:
+        from snakemake.resources import mib_to_mb
+    except ImportError:
+        return False
+    evaluator = getattr(resource, "_evaluator", None)
+    cells = getattr(evaluator, "__closure__", None) or ()
+    for cell in cells:
+        try:
+            if cell.cell_contents is mib_to_mb:
+                return True
+        except ValueError:  # an empty cell
+            continue
+    return False
 
 
 def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:

@@ -22,6 +22,7 @@ from hpcflow.worker.local_cluster import LocalCapacity
 from snakemake_executor_plugin_hpcflow.calls import (
     PendingSlots,
     cancel_calls,
+    cap_to_worker,
     check_fits,
     send,
     task_call,
@@ -123,6 +124,12 @@ class Session:
         """Refuse a job no worker could ever run (Dask would keep it waiting forever)."""
         check_fits(task, self.max_cpus(), self.gpus())
 
+    def fit(self, task: TaskRequest) -> tuple[TaskRequest, str]:
+        """``task`` as the workers will hold it, and what was cut to get there ("").
+        Batch sessions refuse what no worker can hold (:meth:`check_fits`)."""
+        self.check_fits(task)
+        return task, ""
+
     # -- jobs -------------------------------------------------------------------------------
 
     def call_for(self, task: TaskRequest, command: str) -> TaskCall:
@@ -172,6 +179,12 @@ class LocalSession(Session):
 
     def _workers(self, paths: RunPaths) -> Workers:
         return LocalWorkers(self.capacity, str(self.workdir))
+
+    def fit(self, task: TaskRequest) -> tuple[TaskRequest, str]:
+        """Hold at most what the local worker has, as Snakemake's local executor runs a
+        job that wants more than ``--cores`` (the job's own Snakemake still runs it with
+        its threads capped at ``--cores``)."""
+        return cap_to_worker(task, self.max_cpus(), self.gpus())
 
 
 class _BatchSession(Session):

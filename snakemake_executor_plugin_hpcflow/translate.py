@@ -89,9 +89,12 @@ def task_for_job(
     """
     res = request.resources
     where = f"job {request.name!r} (Snakemake job {request.jobid})"
-    threads = _positive_int(request.threads, "threads", where)
+    # ``threads: 0`` is Snakemake's "holds no core": the job's slot holds none either
+    # (its own Snakemake runs it with 0 threads); the task record says 1.
+    threads = _nonnegative_int(request.threads, "threads", where)
     cpus_per_task = _optional_positive_int(res.get("cpus_per_task"), "cpus_per_task", where)
-    cpus = max(threads, cpus_per_task or 0)
+    slot = max(threads, cpus_per_task or 0)
+    cpus = max(1, slot)
     if request.is_group and group_cpus_cap is not None:
         cpus = max(1, min(cpus, group_cpus_cap))
     ranks = _optional_positive_int(res.get("tasks"), "tasks", where) or 1
@@ -108,7 +111,10 @@ def task_for_job(
     if memory is not None:
         # Bytes already: validating would read a bare number as megabytes.
         resources = resources.model_copy(update={"memory": memory})
-    slot_cpus = cpus if (mpi_as_step or ranks == 1) else max(cpus, ranks)
+    if slot == 0 and not request.is_group:
+        slot_cpus = 0
+    else:
+        slot_cpus = cpus if (mpi_as_step or ranks == 1) else max(cpus, ranks)
     dask_resources: dict[str, float] = {"cpus": float(slot_cpus)}
     if gpus:
         dask_resources["GPU"] = float(gpus)
@@ -238,6 +244,10 @@ def _optional_positive_int(value: Any, name: str, where: str) -> int | None:
 def _optional_nonnegative_int(value: Any, name: str, where: str) -> int | None:
     if value in (None, ""):
         return None
+    return _nonnegative_int(value, name, where)
+
+
+def _nonnegative_int(value: Any, name: str, where: str) -> int:
     number = _number(value, name, where)
     if number < 0 or number != int(number):
         raise JobTranslationError(f"{where}: {name} must be a whole number ≥ 0, not {value!r}")

@@ -133,7 +133,8 @@ def test_hostile_wildcards_stay_inside_the_run_directory():
         ({"resources": {"tasks": 2.5}}, "tasks"),
         ({"resources": {"gpu": True}}, "gpu"),
         ({"resources": {"mem": "huge"}}, "mem"),
-        ({"threads": 0}, "threads"),
+        ({"threads": -1}, "threads"),
+        ({"threads": 1.5}, "threads"),
     ],
 )
 def test_bad_values_are_user_errors_naming_the_resource(kwargs, needle):
@@ -149,3 +150,13 @@ def test_a_group_never_asks_for_more_than_the_cap():
     assert task_for_job(group).resources.cpus == 50
     single = job(threads=8)
     assert task_for_job(single, group_cpus_cap=4).resources.cpus == 8
+
+
+def test_threads_zero_holds_no_slot_as_in_snakemake():
+    """Snakemake takes ``threads: 0`` as a job that holds no core: so does its slot."""
+    task = task_for_job(job(threads=0))
+    assert task.dask_resources == {"cpus": 0.0}
+    assert task.resources.cpus == 1
+    assert task_for_job(job(threads=0, resources={"cpus_per_task": 2})).dask_resources == {
+        "cpus": 2.0
+    }

@@ -1,0 +1,60 @@
+"""A pytest plugin for Snakemake's own test suite: runs its tests with ``--executor hpcflow``.
+
+Loaded by :mod:`tests.snakemake.conformance` (``pytest -p conformance_swap``, this folder on
+``PYTHONPATH``, in the root of Snakemake's unpacked sdist). With
+``HPCFLOW_CONFORMANCE_EXECUTOR=hpcflow`` it replaces the suite's ``run()`` helper
+(``tests/common.py``) before ``tests/tests.py`` imports it: a call through Snakemake's API
+gets ``executor="hpcflow"`` (default settings: local mode) and ``nodes`` (Snakemake's
+``--jobs``); a ``shellcmd`` gets ``--executor hpcflow --jobs N`` after ``snakemake``.
+With ``local`` it changes nothing, so both sides run the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any
+
+SWAPPED = "--executor hpcflow"
+
+
+def swap_shellcmd(shellcmd: str, jobs: int) -> str:
+    """``snakemake ARGS`` → ``snakemake --executor hpcflow --jobs N ARGS`` (the test's own
+    ``-j``/``--jobs``, later on the line, wins)."""
+    head, _, rest = shellcmd.partition(" ")
+    if head != "snakemake" or "--executor" in rest:
+        return shellcmd
+    return f"snakemake {SWAPPED} --jobs {jobs} {rest}".rstrip()
+
+
+def swapped(run: Any, jobs: int) -> Any:
+    """``run`` with its executor swapped to hpcflow."""
+
+    @functools.wraps(run)
+    def run_with_hpcflow(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("shellcmd"):
+            kwargs["shellcmd"] = swap_shellcmd(kwargs["shellcmd"], jobs)
+        elif kwargs.get("executor", "local") == "local" and kwargs.get("cluster") is None:
+            from snakemake_executor_plugin_hpcflow import ExecutorSettings
+
+            kwargs["executor"] = "hpcflow"
+            kwargs["executor_settings"] = ExecutorSettings()
+            if kwargs.get("nodes") is None:
+                kwargs["nodes"] = jobs
+        return run(path, *args, **kwargs)
+
+    return run_with_hpcflow
+
+
+def pytest_configure(config: Any) -> None:
+    if os.environ.get("HPCFLOW_CONFORMANCE_EXECUTOR", "local") != "hpcflow":
+        return
+    jobs = int(os.environ.get("HPCFLOW_CONFORMANCE_JOBS", "3"))
+    root = str(config.rootpath)
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    import tests.common as common  # Snakemake's, from the sdist's root
+
+    if not getattr(common.run, "__wrapped__", None):
+        common.run = swapped(common.run, jobs)
