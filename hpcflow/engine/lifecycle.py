@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import socket
 import sqlite3
 import time
@@ -26,9 +25,9 @@ from hpcflow._version import __version__
 from hpcflow.errors import RunError
 from hpcflow.spec.units import format_elapsed
 from hpcflow.store import statedb as st
-from hpcflow.store.atomic import write_json_atomic
+from hpcflow.store.atomic import write_bytes_atomic, write_json_atomic
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.private import private_dir, private_file
+from hpcflow.store.private import check_private, private_dir, private_file
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 from hpcflow.store.states import RunStatus
@@ -359,6 +358,8 @@ def make_run_dir(
     backend and base directory, then ``extra`` (the mode's, or the engine's, own fields).
     ``copy`` is the workflow file to keep a copy of in the run directory.
     """
+    if run_dir.exists():
+        check_private(run_dir)  # not a folder another account made for us
     if run_dir.exists() and any(run_dir.iterdir()):
         raise RunError(f"run directory {run_dir} is not empty", hint="choose a new --run-dir")
     try:
@@ -369,7 +370,7 @@ def make_run_dir(
         private_dir(paths.tasks_dir)
         write_run_key(paths.value_key)  # what the run's workers sign values with
         if copy is not None:
-            shutil.copyfile(copy, paths.workflow_copy)
+            write_bytes_atomic(paths.workflow_copy, copy.read_bytes(), make_parents=False)
         write_json_atomic(
             paths.run_info,
             {

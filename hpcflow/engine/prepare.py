@@ -23,6 +23,7 @@ from hpcflow.store import statedb as st
 from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo, MemoEntry, read_run_journals
 from hpcflow.store.paths import RunPaths, StateRoot, task_slug, workflow_key
+from hpcflow.store.registry import RunFinder
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +84,10 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         with collector_paused():  # an entry per task, kept for the whole run
             entries = memo.load()
 
+        find_run = RunFinder(root.runs)
+
         def value_kept(producer: int, entry: MemoEntry) -> bool:
-            return os.path.exists(_value_run(root, entry, factory, producer))
+            return os.path.exists(_value_run(find_run, entry, factory, producer))
 
         ready: frozenset[str] = frozenset()
         while True:
@@ -107,7 +110,7 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
             loaded = load_workflow(workflow_file, ready)
             with collector_paused():
                 graph = build_graph(loaded)
-        _locate_values(graph, factory, root, entries, decision.run)
+        _locate_values(graph, factory, find_run, entries, decision.run)
     except BaseException:
         lock.release()
         raise
@@ -149,23 +152,24 @@ def check_environments(factory: CallFactory, *, pull: bool = True) -> None:
         factory.environments.pull(uses)
 
 
-def _value_run(root: StateRoot, entry: MemoEntry, factory: CallFactory, producer: int) -> str:
+def _value_run(find: RunFinder, entry: MemoEntry, factory: CallFactory, producer: int) -> str:
     """Where the run that last made ``producer`` (``entry``) left its return value."""
-    return RunPaths(root.runs / entry.run_id).value(factory.slug(factory.graph.instances[producer]))
+    return RunPaths(find(entry.run_id)).value(factory.slug(factory.graph.instances[producer]))
 
 
 def _locate_values(
     graph: TaskGraph,
     factory: CallFactory,
-    root: StateRoot,
+    find: RunFinder,
     entries: dict[str, MemoEntry],
     run: list[bool],
 ) -> None:
-    """Point the consumers of producers that do not run at the runs holding their values."""
+    """Point the consumers of producers that do not run at the runs holding their values
+    (the runs the memo names: in the workflow's runs folder, or given ``--run-dir``)."""
     for producer in factory.received():
         entry = None if run[producer] else entries.get(graph.instances[producer].id)
         if entry is not None:  # (no entry: the consumer names a file that is not there)
-            factory.value_runs[producer] = RunPaths(root.runs / entry.run_id)
+            factory.value_runs[producer] = RunPaths(find(entry.run_id))
 
 
 @contextmanager
@@ -253,7 +257,7 @@ def open_run(
     # Producers decided up to date when the run was made hold their values in earlier runs.
     cached = [r.state == st.CACHED for r in rows]
     entries = memo.load() if any(cached[p] for p in factory.received()) else {}
-    _locate_values(graph, factory, root, entries, [not c for c in cached])
+    _locate_values(graph, factory, RunFinder(root.runs), entries, [not c for c in cached])
     reasons = ["not finished" if r else "done" for r in run]
     prepared = PreparedRun(
         original,

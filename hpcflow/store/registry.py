@@ -54,3 +54,28 @@ def list_runs() -> list[RegisteredRun]:
         if run.run_dir.is_dir():
             runs[str(run.run_dir)] = run
     return sorted(runs.values(), key=lambda r: r.started)
+
+
+def run_folders() -> dict[str, Path]:
+    """Each known run's folder by run id (the latest listing of an id wins)."""
+    return {run.run_id: run.run_dir for run in list_runs()}
+
+
+class RunFinder:
+    """Where a workflow's runs are, by run id: in its own ``.hpcflow/runs``, or where the
+    per-user index of runs says (a run given ``--run-dir``). Read the index once, when
+    first needed. What it finds is only a place: whoever reads a file there checks that
+    the file is this user's (:mod:`hpcflow.store.private`)."""
+
+    def __init__(self, runs: Path) -> None:
+        self._runs = runs
+        self._index: dict[str, Path] | None = None
+
+    def __call__(self, run_id: str) -> Path:
+        """Run ``run_id``'s folder (in the workflow's runs folder when it is nowhere)."""
+        default = self._runs / run_id
+        if default.is_dir():
+            return default
+        if self._index is None:
+            self._index = run_folders()
+        return self._index.get(run_id, default)

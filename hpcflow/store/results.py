@@ -19,7 +19,7 @@ from hpcflow.errors import RunError
 from hpcflow.store import statedb as st
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
 from hpcflow.store.private import StateNotPrivate, check_private
-from hpcflow.store.registry import list_runs
+from hpcflow.store.registry import RunFinder
 from hpcflow.store.sqlite import connect_reader
 from hpcflow.store.values import ValueUnreadable, key_from, load_value, user_key
 
@@ -113,15 +113,9 @@ def _memo_run(root: StateRoot, key: str, task_id: str) -> str | None:
 
 
 def _run_folder(root: StateRoot, run_id: str) -> RunPaths | None:
-    """Where run ``run_id`` is: in the workflow's own runs folder, or where the per-user
-    index of runs says (``--run-dir``)."""
-    default = root.runs / run_id
-    if RunPaths(default).state_db.exists():
-        return RunPaths(default)
-    for run in reversed(list_runs()):
-        if run.run_id == run_id and RunPaths(run.run_dir).state_db.exists():
-            return RunPaths(run.run_dir)
-    return None
+    """Where run ``run_id`` is (:class:`~hpcflow.store.registry.RunFinder`)."""
+    found = RunPaths(RunFinder(root.runs)(run_id))
+    return found if found.state_db.exists() else None
 
 
 def load_result(run_dir: str | Path, task_id: str) -> Any:

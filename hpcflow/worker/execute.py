@@ -297,7 +297,7 @@ def _run_process(call: TaskCall) -> tuple[int, int | None, str | None]:
     if call.env:
         env.update(call.env)
     if call.kind == "python":
-        ensure_dir(os.path.dirname(call.result))
+        ensure_dir(os.path.dirname(call.result), private=True)
     # Pipes, not files: a task that prints nothing leaves no empty log files behind (two
     # file creations per task are most of the per-task cost on a shared file system).
     proc = subprocess.Popen(
@@ -501,7 +501,7 @@ def call_python(call: TaskCall, workdir: str, given: dict[str, Any] | None = Non
         if not call.received:
             raise
         return result  # a value only other tasks receive (an array, an object): no JSON
-    ensure_dir(os.path.dirname(call.result))
+    ensure_dir(os.path.dirname(call.result), private=True)
     # Atomic: whoever reads the result (on any node) sees all of it or none of it.
     write_text_atomic(call.result, text, make_parents=False)
     return result

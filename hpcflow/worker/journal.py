@@ -24,6 +24,7 @@ import os
 import socket
 import threading
 
+from hpcflow.store.private import make_dirs
 from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 
@@ -58,7 +59,7 @@ def note_success(call: TaskCall, outcome: Outcome) -> None:
         with _LOCK:
             fd = _FILES.get(path)
             if fd is None:
-                os.makedirs(os.path.dirname(path), exist_ok=True)
+                make_dirs(os.path.dirname(path))  # in the state folder: 0700
                 fd = _FILES[path] = os.open(
                     path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600
                 )

@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import time
 
+from hpcflow.store.private import make_dirs
+
 _KNOWN_DIRS: set[str] = set()
 #: Tries of a ``mkdir -p`` that a shared file system answers "no such file" (see below).
 MKDIR_TRIES = 6
 
 
-def ensure_dir(path: str) -> None:
+def ensure_dir(path: str, *, private: bool = False) -> None:
     """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders.
+    ``private``: a folder of the run's own (logs, results), made ``0700`` whatever the
+    umask (:func:`hpcflow.store.private.make_dirs`); else a task's, under the umask.
 
     On a shared file system a folder another node has just made can still be unknown to
     this node's client for a moment (GlusterFS answered a task's ``mkdir tasks/SLUG`` with
@@ -22,7 +26,7 @@ def ensure_dir(path: str) -> None:
         return
     for attempt in range(1, MKDIR_TRIES + 1):
         try:
-            os.makedirs(path, exist_ok=True)
+            make_dirs(path) if private else os.makedirs(path, exist_ok=True)
             break
         except (FileNotFoundError, FileExistsError):
             if attempt == MKDIR_TRIES:
@@ -40,7 +44,7 @@ class LazyFile:
 
     def write(self, data: bytes) -> None:
         if self.fd is None:
-            ensure_dir(os.path.dirname(self.path))
+            ensure_dir(os.path.dirname(self.path), private=True)
             flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
             self.fd = os.open(self.path, flags, 0o600)  # a log of the run: private
         view = memoryview(data)

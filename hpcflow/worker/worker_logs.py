@@ -54,7 +54,7 @@ class WorkerLogs:
             self._pid = os.getpid()
         fd = self._files.get(folder)
         if fd is None:
-            ensure_dir(folder)
+            ensure_dir(folder, private=True)
             host = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
             name = f"{_UNSAFE.sub('_', host)[:64]}-{os.getpid()}-{secrets.token_hex(3)}{SUFFIX}"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
