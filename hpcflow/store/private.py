@@ -74,13 +74,17 @@ def private_dir(path: StrPath, *, top: StrPath | None = None) -> None:
     readable by others (state an older hpcflow made under the umask)."""
     target = os.path.abspath(os.fspath(path))
     first = os.path.abspath(os.fspath(top)) if top is not None else target
-    make_dirs(target)
-    owned = [target]
-    while owned[-1] != first and os.path.dirname(owned[-1]) != owned[-1]:
-        owned.append(os.path.dirname(owned[-1]))
-    for folder in owned:
-        if _open_to_others(folder, os.stat(folder)):
-            os.chmod(folder, 0o700)
+    own = [target]
+    while own[-1] != first and os.path.dirname(own[-1]) != own[-1]:
+        own.append(os.path.dirname(own[-1]))
+    make_dirs(os.path.dirname(own[-1]))  # above hpcflow's own: the user's business
+    # Top down, each checked before anything goes into it.
+    for folder in reversed(own):
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            if _open_to_others(folder, os.stat(folder)):
+                os.chmod(folder, 0o700)
 
 
 def make_dirs(path: StrPath) -> None:
