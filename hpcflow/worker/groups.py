@@ -13,6 +13,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -24,7 +25,15 @@ class LiveProcesses:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._groups: set[int] = set()
+        self._on_cancel: list[Callable[[], None]] = []
         self.cancelled = False
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when a cancel begins, after :attr:`cancelled` is set and
+        before any group is signalled: what starts tasks (a shell running a chunk) stops
+        starting them before the running one's end could let it start the next."""
+        with self._lock:
+            self._on_cancel.append(callback)
 
     def add(self, pgid: int) -> None:
         with self._lock:
@@ -41,6 +50,13 @@ class LiveProcesses:
         """SIGTERM every live group, then SIGKILL what is left after ``grace`` seconds."""
         with self._lock:
             self.cancelled = True
+            callbacks = list(self._on_cancel)
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - the kill goes on whatever a callback did
+                log.exception("a cancel callback failed")
+        with self._lock:
             groups = list(self._groups)
         for pgid in groups:
             signal_group(pgid, signal.SIGTERM)

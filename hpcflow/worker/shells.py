@@ -45,6 +45,31 @@ log = logging.getLogger(__name__)
 #: Most idle shells kept per process (one per chunk running at once is enough).
 MAX_IDLE_SHELLS = 64
 
+#: The line before each task of a chunk script: the chunk ends, starting nothing more,
+#: once its stop file (the script's path + ``.stop``) exists. A cancel makes that file
+#: before it signals any task (:func:`_stop_chunks`), so the end of the task it kills
+#: can never let the shell start the next one.
+_GATE = '[[ -e "$__hpcflow_f.stop" ]] && return\n'
+
+#: The stop files of the chunks running in this process's shells.
+_RUNNING: set[str] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _touch(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600))
+
+
+def _stop_chunks() -> None:
+    """Make the stop file of every running chunk (a cancel, before any kill)."""
+    with _RUNNING_LOCK:
+        for stop in _RUNNING:
+            _touch(stop)
+
+
+LIVE.on_cancel(_stop_chunks)
+
 
 def task_lines(k: int, call: TaskCall, mark: str) -> str:
     """The script lines that run ``call`` as the chunk's ``k``-th task."""
@@ -200,10 +225,18 @@ class Shell:
         groups: dict[int, int] = {}
         self.chunks += 1
         path = os.path.join(self.folder, f"chunk-{self.proc.pid}-{self.chunks}.sh")
-        script = "".join(task_lines(k, call, self.mark_text) for k, call in enumerate(group))
+        script = "".join(
+            _GATE + task_lines(k, call, self.mark_text) for k, call in enumerate(group)
+        )
         self.out.start([(c.stdout, c.logs) for c in group])
         self.err.start([(c.stderr, c.logs) for c in group])
-        LIVE.add(self.proc.pid)
+        # Not in LIVE: a cancel stops the shell through the stop file and kills its tasks'
+        # groups; killed, it could leave a task it had just started unknown and running.
+        stop = path + ".stop"
+        with _RUNNING_LOCK:
+            _RUNNING.add(stop)
+        if LIVE.cancelled:  # a cancel that came before this chunk was in _RUNNING
+            _touch(stop)
         done = False
         try:
             with open(path, "w", encoding="utf-8") as fh:
@@ -218,15 +251,16 @@ class Shell:
         finally:
             self.out.close()
             self.err.close()
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            with _RUNNING_LOCK:
+                _RUNNING.discard(stop)
+            for name in (path, stop):
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
             for k, pgid in groups.items():
                 if k not in ended:
-                    # The shell died (a cancel) before it could end this task: its group
-                    # may have started after the cancel's kill; stop it now.
+                    # The shell died before it could end this task: stop its group now.
                     signal_group(pgid, signal.SIGKILL)
                 LIVE.discard(pgid)
-            LIVE.discard(self.proc.pid)
         return started, ended, done
 
     def _follow(
@@ -240,8 +274,9 @@ class Shell:
         """Read the shell's streams until the chunk is done (True) or the shell is gone."""
         chunk_done = False
         exited = False
+        ends = 0  # tasks that ended: each wrote its end marks before saying so
         while self.open_fds:
-            if chunk_done and self.out.done and self.err.done:
+            if chunk_done and self.out.task >= ends and self.err.task >= ends:
                 return True
             events = self.poller.poll(100)
             for fd, _event in events:
@@ -261,6 +296,8 @@ class Shell:
                         chunk_done = True
                     else:
                         k = _status_line(line.decode(), started, ended, groups)
+                        if k is not None:
+                            ends += 1
                         if k is not None and on_end is not None:
                             on_end(k)
             if not events and not exited and self.proc.poll() is not None:
@@ -268,7 +305,7 @@ class Shell:
                 signal_group(self.proc.pid, signal.SIGKILL)  # stragglers holding the pipes
             elif not events and exited:
                 break
-        return chunk_done and self.out.done and self.err.done
+        return chunk_done and self.out.task >= ends and self.err.task >= ends
 
     def close(self) -> None:
         """End the shell: no more commands (it exits), or killed if it does not."""
