@@ -19,7 +19,6 @@ from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
-from snakemake_interface_executor_plugins.utils import format_cli_arg
 
 from hpcflow.errors import HpcflowError
 from hpcflow.store import statedb as st
@@ -36,6 +35,11 @@ from snakemake_executor_plugin_hpcflow.session import (
 )
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
+from snakemake_executor_plugin_hpcflow.upstream import (
+    job_command_extras,
+    keep_restored_updates,
+    without_option,
+)
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +212,14 @@ class Executor(RemoteExecutor):
                 "to choose theirs."
             )
 
+    def get_job_args(self, job: JobExecutorInterface, **kwargs: Any) -> str:
+        """Snakemake's per-job arguments without ``--unneeded-temp-files``: the job keeps
+        its temp outputs, and the main process, which sees the same files, checks them
+        and removes them when no job needs them any more, as with the local executor.
+        (Removed in the job, a temp output that no other job needs is gone before the
+        main process checks that the job made it: ``MissingOutputException``.)"""
+        return without_option(super().get_job_args(job, **kwargs), "--unneeded-temp-files")
+
     def additional_general_args(self) -> str:  # type: ignore[override]
         """What every job's command needs and Snakemake's job-command builder drops
         (Snakemake joins the result as one string, whatever the interface says)."""
@@ -279,6 +291,7 @@ class Executor(RemoteExecutor):
             if outcome is not None and outcome.state == st.SUCCEEDED:
                 self.report_job_success(job_info)
                 continue
+            keep_restored_updates(job_info.job, self.workflow)
             self.report_job_error(
                 job_info,
                 msg=failure_message(
@@ -317,65 +330,6 @@ class Executor(RemoteExecutor):
         finally:
             if self.session is not None:
                 self.session.close()
-
-
-def job_command_extras(workflow: Any) -> list[str]:
-    """Options of the main Snakemake that its job-command builder (``general_args``) does
-    not pass on, or passes wrongly, though a job's result depends on them:
-
-    - ``--replace-workflow-config`` (without it the job merges ``--config`` into the
-      Snakefile's ``configfile:`` where the main process replaced it);
-    - ``--default-resources`` as the user wrote them (:func:`default_resource_args`;
-      ``common_settings.pass_default_resources_args`` is off, so this is the only copy).
-    """
-    extras: list[str] = []
-    config_settings = getattr(workflow, "config_settings", None)
-    if getattr(config_settings, "replace_workflow_config", False):
-        extras.append("--replace-workflow-config")
-    resource_settings = getattr(workflow, "resource_settings", None)
-    parsed = getattr(resource_settings, "_parsed_default_resources", None)
-    if parsed is not None:
-        extras.append(
-            format_cli_arg("--default-resources", default_resource_args(parsed), base64_encode=True)
-        )
-    return [extra for extra in extras if extra]
-
-
-def default_resource_args(resources: Any) -> list[str]:
-    """``NAME=EXPRESSION`` for each default resource, as the main process parsed it.
-
-    Snakemake's own ``Resources.args`` (9.x) writes a ``_mib`` resource under its
-    standardized ``_mb`` name with the MiB expression (``mem_mib=953.67`` becomes
-    ``mem_mb=953.67``: the job then has 954 MB where the main process has 1000): such a
-    resource is written back as ``_mib``.
-    """
-    args: list[str] = []
-    for name, resource in getattr(resources, "_data", {}).items():
-        raw = getattr(resource, "raw", None)
-        if raw is None:
-            continue
-        if name.endswith("_mb") and _converts_from_mib(resource):
-            name = name[: -len("_mb")] + "_mib"
-        args.append(f"{name}={raw}")
-    return args
-
-
-def _converts_from_mib(resource: Any) -> bool:
-    """Whether Snakemake standardized ``resource`` from a ``_mib`` value (its evaluator
-    wraps ``snakemake.resources.mib_to_mb``)."""
-    try:
-        from snakemake.resources import mib_to_mb
-    except ImportError:
-        return False
-    evaluator = getattr(resource, "_evaluator", None)
-    cells = getattr(evaluator, "__closure__", None) or ()
-    for cell in cells:
-        try:
-            if cell.cell_contents is mib_to_mb:
-                return True
-        except ValueError:  # an empty cell
-            continue
-    return False
 
 
 def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:

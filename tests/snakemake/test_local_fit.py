@@ -9,8 +9,12 @@ import pytest
 from snakemake.resources import Resources
 
 from snakemake_executor_plugin_hpcflow.calls import CapacityError, cap_to_worker, check_fits
-from snakemake_executor_plugin_hpcflow.executor import default_resource_args, job_command_extras
 from snakemake_executor_plugin_hpcflow.translate import JobRequest, task_for_job
+from snakemake_executor_plugin_hpcflow.upstream import (
+    default_resource_args,
+    job_command_extras,
+    without_option,
+)
 from tests.snakemake.swap.conformance_swap import swap_shellcmd
 
 
@@ -83,3 +87,15 @@ def test_the_harness_swaps_a_shell_command_to_hpcflow():
         "snakemake --executor hpcflow --jobs 4 -c20 --set-threads a=2"
     )
     assert swap_shellcmd("snakemake --executor slurm", 4) == "snakemake --executor slurm"
+
+
+def test_jobs_keep_their_temp_outputs_for_the_main_process_to_remove():
+    """The job's arguments lose ``--unneeded-temp-files`` and its values, nothing else."""
+    args = (
+        "--target-jobs 'a:' --cores 3 --unneeded-temp-files 'b' 'c d' "
+        "--wait-for-files '/w/.snakemake/tmp.x'"
+    )
+    assert without_option(args, "--unneeded-temp-files") == (
+        "--target-jobs a: --cores 3 --wait-for-files /w/.snakemake/tmp.x"
+    )
+    assert without_option("--cores 3", "--unneeded-temp-files") == "--cores 3"
