@@ -14,6 +14,7 @@ from hpcflow.spec.includes import MAX_TASKS, IncludeReader, expand_includes
 from hpcflow.spec.limits import InputTooLarge, read_capped
 from hpcflow.spec.models import TaskSpec, Workflow
 from hpcflow.spec.placeholders import BUILTINS, Template
+from hpcflow.spec.shell_context import refusals
 from hpcflow.spec.sources import SourceReader
 from hpcflow.spec.sweep import MAX_TOTAL_INSTANCES, Sweep, parse_sweep
 from hpcflow.spec.validation import validate_workflow
@@ -193,6 +194,7 @@ def _check_tasks(
                 )
             )
         known = set(swept) | set(task.params)
+        _check_nul_values(task, where, sweeps.get(task.name), positions, problems)
         _check_placeholders(task, where, known, positions, problems)
         _check_inherited_placeholders(workflow, task, known, positions, problems, reported)
         for j, need in enumerate(task.needs):
@@ -337,6 +339,37 @@ def _check_values_from(
             )
 
 
+def _check_nul_values(
+    task: TaskSpec,
+    where: Path,
+    sweep: Sweep | None,
+    positions: Positions,
+    problems: list[SpecProblem],
+) -> None:
+    """A value with a NUL byte can reach no command, argument or variable: refused."""
+    found: list[tuple[Path, str]] = []
+    for name, value in task.params.items():
+        items = value if isinstance(value, list) else [value]
+        found += [
+            ((*where, "params", name), name) for v in items if isinstance(v, str) and "\0" in v
+        ]
+    if sweep is not None:
+        for group in sweep.groups:
+            for axis in group:
+                if not isinstance(axis.values, range) and any(
+                    isinstance(v, str) and "\0" in v for v in axis.values
+                ):
+                    found.append(((*where, "foreach"), axis.name))
+    for path, name in found:
+        problems.append(
+            positions.problem(
+                path,
+                f"a value of {name!r} holds a NUL byte, which no command can receive",
+                hint="remove the NUL byte from the value",
+            )
+        )
+
+
 def _check_placeholders(
     task: TaskSpec, where: Path, known: set[str], positions: Positions, problems: list[SpecProblem]
 ) -> None:
@@ -344,6 +377,14 @@ def _check_placeholders(
     action_names = known | BUILTINS
     if task.command is not None:
         fields.append(((*where, "command"), task.command, action_names))
+        for refused in refusals(task.command):  # a value there would be shell syntax
+            problems.append(
+                positions.problem(
+                    (*where, "command"),
+                    f"placeholder {{{refused.name}}} cannot be quoted safely: {refused.reason}",
+                    hint=refused.hint,
+                )
+            )
     for j, arg in enumerate(task.argv or []):
         fields.append(((*where, "argv", j), arg, action_names))
     for key in ("inputs", "outputs"):

@@ -1,0 +1,217 @@
+"""Property: a workflow value never becomes shell syntax, in any quoting context.
+
+Hostile values (quotes, backslashes, ``$(…)``, backticks, newlines, a here-document's
+delimiter, arithmetic subscripts, …) × commands that use a placeholder in each of bash's
+quoting contexts. Each case is rendered by hpcflow's own code
+(:class:`hpcflow.spec.shell_context.ShellTemplate`, the one ``run`` uses) and run by a
+real ``bash`` the way hpcflow's shared shells run tasks (the script lines of
+:func:`hpcflow.worker.shells.task_lines`: ``eval`` in a job-control subshell in the
+task's folder). Every case either writes exactly the value's bytes (``printf %s`` into
+a file, compared byte for byte) or is refused before anything runs (by validation, or a
+NUL byte at rendering), and no case creates its canary file.
+"""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hpcflow.spec.shell_context import ShellTemplate, UnsafeValue, refusals
+from hpcflow.worker.calls import TaskCall
+from hpcflow.worker.shells import task_lines
+
+#: (command, expected file content from the value ``v`` or None when refused).
+#: Each command writes to ``out`` in its task's folder.
+CONTEXTS: list[tuple[str, object]] = [
+    ("printf %s {v} > out", lambda v: v),
+    ('printf %s "x {v} y" > out', lambda v: f"x {v} y"),
+    ("printf %s 'x {v} y' > out", lambda v: f"x {v} y"),
+    ("printf %s $'x {v} y' > out", lambda v: f"x {v} y"),
+    ("printf %s a{v}b > out", lambda v: f"a{v}b"),
+    ('printf %s "$(printf %s. {v})" > out', lambda v: f"{v}."),
+    ('printf %s "$(printf %s. "{v}")" > out', lambda v: f"{v}."),
+    ("printf %s \"$(printf %s. '{v}')\" > out", lambda v: f"{v}."),
+    ("printf %s \"$(printf %s. $'{v}')\" > out", lambda v: f"{v}."),
+    ("printf %s $(printf %s {v} | od -An -tx1 | tr -d ' \\n') > hex", None),  # see below
+    ('x={v}; printf %s "$x" > out', lambda v: v),
+    ('export x="{v}"; printf %s "$x" > out', lambda v: v),
+    ("printf %s \"{v}\"'{v}'{v}$'{v}' > out", lambda v: v * 4),
+    ("(printf %s {v}) > out", lambda v: v),
+    ('f() { printf %s "$1" > out; }; f {v}', lambda v: v),
+    ("[[ {v} == {v} ]] && printf %s ok > out", lambda v: "ok"),
+    ('[[ -n "{v}" || -z {v} ]] && printf %s ok > out', lambda v: "ok"),
+    ("case {v} in {v}) printf %s {v} > out;; *) printf no > out;; esac", lambda v: v),
+    ("# {v}\nprintf %s done > out", lambda v: "done"),
+    ("printf %s {v} > out # {v}", lambda v: v),
+    ('printf %s "${HOME:+}{v}" > out', lambda v: v),
+    ("printf %s ${NOPE}{v} > out", lambda v: v),
+    ('printf %s "a\\\\{v}" > out', lambda v: "a\\" + v),
+    ("cat > /dev/null <<EOF\nhi\nEOF\nprintf %s {v} > out", lambda v: v),
+    ("printf %s {v} > out; cat > /dev/null <<'EOF'\n$(x)\nEOF", lambda v: v),
+    # Refused: no quoting makes these safe.
+    ("cat > out <<EOF\n{v}\nEOF", None),
+    ("cat > out <<'EOF'\n{v}\nEOF", None),
+    ("printf %s `printf %s {v}` > out", None),
+    ("printf %s $(( {v} )) > out", None),
+    ("(( x = {v} )); printf %s $x > out", None),
+    ("printf %s ${x:-{v}} > out", None),
+    ('printf %s "${x:-{v}}" > out', None),
+    ("printf %s \\{v} > out", None),
+    ('printf %s "\\{v}" > out', None),
+    ("printf %s ~{v} > out", None),
+    ('printf %s "$(case a in a) printf %s {v};; esac)" > out', None),
+    ("[[ {v} -eq 1 ]]; printf %s {v} > out", None),
+    ("a[{v}]=1; printf %s {v} > out", None),
+    ('printf %s ${x:-"a"} {v} > out', None),
+]
+# The hex case: the value through a pipe and a command substitution, compared as hex.
+_HEX = 9
+CONTEXTS[_HEX] = (CONTEXTS[_HEX][0], lambda v: v.encode().hex())
+
+_PAYLOADS = [
+    "'",
+    '"',
+    "\\",
+    "$",
+    "`",
+    "\n",
+    "\r",
+    "\t",
+    " ",
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "'; touch CANARY; '",
+    '"; touch CANARY; "',
+    "'$(touch CANARY)'",
+    "\ntouch CANARY\n",
+    "\nEOF\ntouch CANARY\n",
+    "EOF",
+    "a[$(touch CANARY)]",
+    "x[`touch CANARY`]",
+    "${IFS}touch${IFS}CANARY",
+    "$'\\x27'",
+    "\\x27",
+    "\\n",
+    "!",
+    "#",
+    ";",
+    "&",
+    "|",
+    "(",
+    ")",
+    "{",
+    "}",
+    ",",
+    "*",
+    "?",
+    "[a]",
+    "~",
+    "~root",
+    "-e",
+    "%s",
+    "=",
+    "é",
+    "🙂",
+    "1",
+    "--",
+    "$HOME",
+    "${HOME}",
+    "\\\n",
+    "esac",
+    ";;",
+    "]]",
+    "))",
+]
+
+_values = st.lists(
+    st.one_of(
+        st.sampled_from(_PAYLOADS),
+        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"), max_size=4),
+    ),
+    min_size=1,
+    max_size=6,
+).map("".join)
+# A few values carry a NUL byte: no command can receive them, so they must be refused.
+_value = st.one_of(_values, _values.map(lambda v: v + "\0"))
+
+#: Values per example: each is tried in every context.
+_PER_EXAMPLE = 8
+_EXAMPLES = 100
+
+
+def test_refused_contexts_are_exactly_the_unsafe_ones() -> None:
+    for command, expected in CONTEXTS:
+        assert bool(refusals(command)) == (expected is None), command
+
+
+def _call(k: int, command: str, folder: Path) -> TaskCall:
+    return TaskCall(
+        index=k, attempt=1, kind="shell", command=command, argv=None, python=None,
+        kwargs=None, workdir=str(folder), env=None, timeout=None, inputs=(), outputs=(),
+        stdout="", stderr="", result="", quarantine_dir="",
+    )  # fmt: skip
+
+
+def _run_batch(root: Path, cases: list[tuple[str, str, str]]) -> None:
+    """Run each (command template, value, rendered command) in its own folder, as the
+    shared shells do, in one bash process."""
+    lines = []
+    for k, (_, _, rendered) in enumerate(cases):
+        folder = root / str(k)
+        folder.mkdir()
+        lines.append(task_lines(k, _call(k, rendered, folder), "."))
+    script = root / "chunk.sh"
+    script.write_text("".join(lines))
+    boot = (
+        "set -m\nexec {__hpcflow_s}>/dev/null {__hpcflow_e}>/dev/null {__hpcflow_c}</dev/null"
+        f' >/dev/null 2>&1 </dev/null\n. "{script}"\n'
+    )
+    subprocess.run(["bash", "-c", boot], check=True, timeout=300)
+
+
+def test_hostile_values_in_every_context_are_data(tmp_path: Path) -> None:
+    ran: list[int] = []
+
+    @settings(
+        max_examples=_EXAMPLES,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        print_blob=True,
+    )
+    @given(st.lists(_value, min_size=_PER_EXAMPLE, max_size=_PER_EXAMPLE))
+    def check(values: list[str]) -> None:
+        root = tmp_path / secrets.token_hex(6)
+        root.mkdir()
+        cases: list[tuple[str, str, str]] = []
+        for value in values:
+            for command, expected in CONTEXTS:
+                if expected is None:
+                    assert refusals(command), f"not refused: {command!r}"
+                    continue
+                try:
+                    rendered = ShellTemplate.parse(command).render({"v": value})
+                except UnsafeValue:
+                    assert "\0" in value, f"refused {value!r} in {command!r}"
+                    continue
+                assert "\0" not in value, f"rendered a NUL: {value!r} in {command!r}"
+                cases.append((command, value, rendered))
+        _run_batch(root, cases)
+        for k, (command, value, rendered) in enumerate(cases):
+            folder = root / str(k)
+            where = f"command {command!r}, value {value!r}, rendered {rendered!r}"
+            assert not (folder / "CANARY").exists(), f"injected: {where}"
+            expected = dict(CONTEXTS)[command](value)  # type: ignore[operator]
+            name = "hex" if command == CONTEXTS[_HEX][0] else "out"
+            got = (folder / name).read_bytes() if (folder / name).exists() else None
+            assert got == expected.encode(), f"wrong bytes {got!r}: {where}"
+        assert list(root.rglob("CANARY")) == []
+        ran.append(len(cases))
+
+    check()
+    assert sum(ran) >= 10_000, (len(ran), sum(ran))
