@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from hpcflow.engine.driver import Driver, DriverResult, Observer, PoolPlan
 from hpcflow.engine.fanout import plan_made, waiting_message
+from hpcflow.engine.leftovers import end_leftovers
 from hpcflow.engine.lifecycle import RunSummary, conclude
 from hpcflow.engine.prepare import PreparedRun
 from hpcflow.errors import RunError
@@ -20,6 +21,7 @@ from hpcflow.store.memo import remove_journals
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.states import RunStatus
 from hpcflow.worker.journal import close_journals
+from hpcflow.worker.leaders import close_leaders
 from hpcflow.worker.pool import PoolClient
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,8 @@ def drive(
         driver_host=socket.gethostname(),
         driver=ProcessIdentity.current().to_meta(),
     )
+    # Tasks an earlier run whose driver died left running: ended before any starts.
+    end_leftovers(prepared.state_root.journal_dir(prepared.key), run_id)
     states: list[str] | None = None
     grown: PreparedRun | None = prepared
     result: DriverResult | None = None
@@ -87,6 +91,7 @@ def drive(
                 grown = plan_made(prepared, db)
         # The journal is no longer needed.
         close_journals()
+        close_leaders()
         remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     except KeyboardInterrupt:
         return conclude(db, RunSummary(run_id, paths, {}, cancelled=True), started)

@@ -5,9 +5,10 @@ worker) has one :class:`Guardian`: a small child process, in a session of its ow
 holds the read end of a pipe only its owner writes to. When the owner dies (``kill -9``,
 the OOM killer, a crash) the kernel closes the pipe, the guardian reads EOF and kills:
 
-* every process whose environment carries the owner's token (:data:`MARK_VAR`): each
-  task gets it (:meth:`Guardian.env`), and whatever a task starts inherits it, even in a
-  session of its own (``setsid``), a double fork or an MPI launcher's ranks;
+* every process whose environment carries the owner's token (:data:`MARK_VAR`), with the
+  process group it leads: each task gets it (:meth:`Guardian.env`), and whatever a task
+  starts inherits it, even in a session of its own (``setsid``), a double fork or an MPI
+  launcher's ranks;
 * every process group the owner registered (:meth:`Guardian.watch`): a task that cleared
   its environment (``env -i``, a container's ``--cleanenv``) is still killed with its
   group.
@@ -95,9 +96,9 @@ for _ in range(100):
             pgid = os.getpgid(pid)
         except OSError:
             continue
-        if pgid != os.getpgrp():
-            kill(pgid, True)
-        kill(pid, False)
+        # Its group too where it leads one (a task does); never a group it only joined,
+        # such as its driver's, which may hold the shell script that started the driver.
+        kill(pid, pgid == pid)
     killed += len(victims)
     if not victims:
         break
@@ -174,6 +175,12 @@ class Guardian:
 GUARDIAN = Guardian()
 
 os.register_at_fork(after_in_child=GUARDIAN._forked)
+
+
+def current_mark() -> str:
+    """The mark this process's tasks carry: its guardian's, or (a pool's worker, which
+    has none) the one its environment was given."""
+    return GUARDIAN.token or os.environ.get(MARK_VAR, "")
 
 
 def claim_environment() -> None:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.groups import LIVE, signal_group
 from hpcflow.worker.guardian import GUARDIAN
+from hpcflow.worker.leaders import note_leader
 from hpcflow.worker.worker_logs import Sink, open_sink
 
 log = logging.getLogger(__name__)
@@ -230,6 +231,7 @@ class Shell:
         )
         self.out.start([(c.stdout, c.logs) for c in group])
         self.err.start([(c.stderr, c.logs) for c in group])
+        note_leader(group, self.proc.pid)  # the shell's session holds the chunk's tasks
         # Not in LIVE: a cancel stops the shell through the stop file and kills its tasks'
         # groups; killed, it could leave a task it had just started unknown and running.
         stop = path + ".stop"

@@ -23,6 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hpcflow.worker.guardian import MARK_VAR
 from tests.conftest import left_with, processes_with, write_workflow
 from tests.fault.test_driver_killed import wait_for
 
@@ -147,45 +148,66 @@ def start_run(wf: Path, env: dict[str, str], engine: str) -> subprocess.Popen[st
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("engine", ["pool", "dask"])
-def test_tasks_die_with_a_killed_driver_and_never_run_twice_at_once(tmp_path, env, engine):
+@dataclass
+class Killed:
+    """What a killed run and its immediate re-run left: each task's attempts, the
+    processes of the killed run still alive 5 s after the kill, the re-run's stderr."""
+
+    attempts: dict[str, list[Attempt]]
+    left: list[str]
+    stderr: str
+
+
+def kill_and_rerun(tmp_path: Path, env: dict[str, str], engine: str, guardians: bool) -> Killed:
+    """Run the workflow, SIGKILL its driver (its guardians first, if ``guardians``) once
+    all four tasks run, start the re-run at once, and open the gate once the re-run's
+    four tasks run too (or it gave up)."""
     marker = f"hpcflow-dwd-{engine}-{time.time_ns()}"
     effects, gate = tmp_path / "effects", tmp_path / "gate"
     effects.mkdir()
     waiter = tmp_path / "dwd_waiter.py"
     waiter.write_text(WAITER)
     (tmp_path / "dwd_tasks.py").write_text(MODULE)
-    wf = write_workflow(
-        tmp_path,
-        WORKFLOW.format(
-            effects=effects, gate=gate, waiter=waiter, marker=marker, python=sys.executable
-        ),
+    text = WORKFLOW.format(
+        effects=effects, gate=gate, waiter=waiter, marker=marker, python=sys.executable
     )
+    wf = write_workflow(tmp_path, text)
     first = start_run(wf, env, engine)
     rerun: subprocess.Popen[str] | None = None
     try:
         wait_for(
-            lambda: all(lives for lives in attempts(effects).values()),
+            lambda: all(lives for lives in attempts(effects).values())
+            or first.poll() is not None,
             120,
             "all four tasks of the first run to start",
         )
+        assert first.poll() is None, first.communicate()
         # Every process the driver started: tasks, shells, workers, fork servers...
-        started = {child.pid for child in psutil.Process(first.pid).children(recursive=True)}
+        family = psutil.Process(first.pid).children(recursive=True)
+        if guardians:  # as if killed together with the driver (kill -9 -1, say)
+            for proc in family:
+                if MARK_VAR in " ".join(proc.cmdline()):
+                    proc.kill()
         killed_at = time.time()
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=30)
         old = attempts(effects)
-        old_pids = started | {pid for lives in old.values() for life in lives for pid in life.pids}
+        pids = {p.pid for p in family} | {
+            pid for lives in old.values() for life in lives for pid in life.pids
+        }
         # The re-run starts at once; every task of it is running before the gate opens.
         rerun = start_run(wf, env, engine)
         wait_for(
-            lambda: all(len(lives) >= 2 for lives in attempts(effects).values()),
+            lambda: (
+                all(len(lives) >= 2 for lives in attempts(effects).values())
+                or rerun.poll() is not None
+            ),
             120,
             "all four tasks of the re-run to start",
         )
         deadline = killed_at + 5
-        wait_for(lambda: not alive(old_pids, killed_at) or time.time() > deadline, 10, "5 s")
-        assert alive(old_pids, killed_at) == [], "processes outlived their driver by 5 s"
+        wait_for(lambda: not alive(pids, killed_at) or time.time() > deadline, 10, "5 s")
+        left = alive(pids, killed_at)
         gate.touch()
         out, err = rerun.communicate(timeout=120)
         assert rerun.returncode == 0, out + err
@@ -195,8 +217,29 @@ def test_tasks_die_with_a_killed_driver_and_never_run_twice_at_once(tmp_path, en
             if proc is not None and proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-    found = attempts(effects)
-    assert overlaps(found) == []
-    for task, lives in found.items():
-        assert [life.ended for life in lives] == [False, True], (task, lives)
     assert left_with(marker) == [], processes_with(marker)
+    return Killed(attempts(effects), left, err)
+
+
+@pytest.mark.parametrize("engine", ["pool", "dask"])
+def test_tasks_die_with_a_killed_driver_and_never_run_twice_at_once(tmp_path, env, engine):
+    killed = kill_and_rerun(tmp_path, env, engine, guardians=False)
+    assert killed.left == [], "processes outlived their driver by 5 s"
+    # They died with it: the re-run found none left to end.
+    assert "still ran on this host" not in killed.stderr, killed.stderr
+    assert overlaps(killed.attempts) == []
+    for task, lives in killed.attempts.items():
+        assert [life.ended for life in lives] == [False, True], (task, lives)
+
+
+def test_a_rerun_ends_what_a_killed_run_left_before_it_starts_anything(tmp_path, env):
+    """The driver and its guardian are killed together: the shell tasks run on (the
+    Python tasks' workers die with the driver), until the re-run ends them, says so,
+    and only then starts its own attempts."""
+    killed = kill_and_rerun(tmp_path, env, "pool", guardians=True)
+    assert overlaps(killed.attempts) == []
+    assert killed.left == []
+    assert "task process(es) still ran on this host" in killed.stderr, killed.stderr
+    assert "sh[i=0]" in killed.stderr and "sh[i=1]" in killed.stderr, killed.stderr
+    for task, lives in killed.attempts.items():
+        assert [life.ended for life in lives] == [False, True], (task, lives)
