@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The file of a value key: the user's, in :func:`hpcflow_home`; a run's copy, in its folder.
+VALUE_KEY = "value.key"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.=-]+")
 _PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,99}")
 #: The characters of a sweep instance's id that its folder's name writes as dots.
@@ -312,7 +314,7 @@ class RunPaths:
     def value_key(self) -> Path:
         """The run's copy of the user's value key (``0600``): what its workers sign and
         check value files with (:mod:`hpcflow.store.values`)."""
-        return self.run_dir / "value.key"
+        return self.run_dir / VALUE_KEY
 
     def quarantine(self, slug: str, attempt: int) -> str:
         """Where outputs of a failed attempt are moved (a plain string: a hot path)."""

@@ -37,6 +37,7 @@ from typing import Any, BinaryIO
 
 from hpcflow.errors import HpcflowError
 from hpcflow.store.atomic import write_atomic, write_bytes_atomic
+from hpcflow.store.paths import VALUE_KEY, hpcflow_home
 from hpcflow.store.private import StateNotPrivate, StrPath, private_dir, refusal
 
 #: The first bytes of a value file (the format's version is its last digit).
@@ -45,8 +46,6 @@ _LENGTH = 8
 _MAC = 32
 _MAC_AT = len(MAGIC) + _LENGTH
 HEADER = _MAC_AT + _MAC
-#: The name of the value key, in the per-user state folder and in each run folder.
-KEY_NAME = "value.key"
 #: Files at least this large are read through a memory map (no copy on the heap).
 _MAP_FROM = 1 << 20
 
@@ -170,10 +169,8 @@ def _not_signed(path: str) -> ValueNotTrusted:
 def user_key() -> bytes:
     """This user's value key, from the per-user state folder (made there, ``0600``, by
     the first call ever)."""
-    from hpcflow.store.paths import hpcflow_home
-
     home = hpcflow_home()
-    path = os.path.join(home, KEY_NAME)
+    path = os.path.join(home, VALUE_KEY)
     cached = _KEYS.get(path)
     if cached is not None:
         return cached
@@ -192,7 +189,7 @@ def user_key() -> bytes:
 
 
 def _new_key_file(home: StrPath) -> str:
-    tmp = os.path.join(home, f".{KEY_NAME}.{os.getpid()}.{os.urandom(4).hex()}")
+    tmp = os.path.join(home, f".{VALUE_KEY}.{os.getpid()}.{os.urandom(4).hex()}")
     write_bytes_atomic(tmp, os.urandom(32).hex().encode() + b"\n", make_parents=False)
     return tmp
 
