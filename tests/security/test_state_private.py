@@ -192,3 +192,15 @@ def test_state_an_older_hpcflow_left_readable_is_made_private(tmp_path: Path) ->
     old.chmod(0o775)
     with pytest.raises(StateNotPrivate, match="writable by other accounts"):
         private_dir(old)
+
+
+def test_a_value_key_others_can_read_is_refused(tmp_path: Path) -> None:
+    from hpcflow.store.values import key_from
+
+    key = tmp_path / "value.key"
+    key.write_text("ab" * 32)
+    key.chmod(0o644)
+    with pytest.raises(StateNotPrivate, match="readable by other accounts"):
+        key_from(str(key))
+    key.chmod(0o600)
+    assert key_from(str(key)) == bytes.fromhex("ab" * 32)
