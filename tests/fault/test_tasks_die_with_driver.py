@@ -1,5 +1,8 @@
-"""A local driver is SIGKILLed while shell and Python tasks run: its tasks die with it,
-and the immediate re-run never has two attempts of one task alive at once.
+"""A local driver is SIGKILLed while shell, MPI and Python tasks run: its tasks die with
+it, and the immediate re-run never has two attempts of one task alive at once.
+
+The shell tasks each leave a daemon too (``setsid … &``), the MPI task runs two ranks
+under Open MPI's ``mpirun``, and each Python task starts a child process.
 
 Every attempt writes to a side-effect file of its task, outside hpcflow's state:
 ``start <attempt> <time> <pid>`` when it starts, ``beat <attempt> <time> <pid>`` every
@@ -68,15 +71,24 @@ tasks:
     command: >-
       a=$BASHPID.$RANDOM;
       echo "start $a $EPOCHREALTIME $BASHPID" >> {effects}/sh-{{i}}.log;
+      setsid {python} {waiter} {effects}/sh-{{i}}.log ${{a}}c {gate} {marker} &
       {python} {waiter} {effects}/sh-{{i}}.log $a {gate} {marker};
       echo "end $a $EPOCHREALTIME" >> {effects}/sh-{{i}}.log
+  - name: mpi
+    command: >-
+      a=$BASHPID.$RANDOM;
+      echo "start $a $EPOCHREALTIME $BASHPID" >> {effects}/mpi.log;
+      mpirun --mca plm isolated --oversubscribe --bind-to none -n 2
+      {python} {waiter} {effects}/mpi.log $a {gate} {marker};
+      echo "end $a $EPOCHREALTIME" >> {effects}/mpi.log
+    env: {{OMPI_ALLOW_RUN_AS_ROOT: "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: "1"}}
   - name: py
     foreach: {{i: {{range: [0, 2]}}}}
     python: dwd_tasks:wait
     params: {{effects: {effects}, gate: {gate}, waiter: {waiter}, marker: {marker}}}
 """
 
-TASKS = ("sh-0", "sh-1", "py-0", "py-1")
+TASKS = ("sh-0", "sh-1", "mpi", "py-0", "py-1")
 
 
 @dataclass
@@ -142,7 +154,7 @@ def alive(pids: set[int], since: float) -> list[str]:
 def start_run(wf: Path, env: dict[str, str], engine: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
-         "--threads", "4", "--engine", engine],
+         "--threads", "5", "--engine", engine],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
@@ -160,8 +172,8 @@ class Killed:
 
 def kill_and_rerun(tmp_path: Path, env: dict[str, str], engine: str, guardians: bool) -> Killed:
     """Run the workflow, SIGKILL its driver (its guardians first, if ``guardians``) once
-    all four tasks run, start the re-run at once, and open the gate once the re-run's
-    four tasks run too (or it gave up)."""
+    all five tasks run, start the re-run at once, and open the gate once the re-run's
+    five tasks run too (or it gave up)."""
     marker = f"hpcflow-dwd-{engine}-{time.time_ns()}"
     effects, gate = tmp_path / "effects", tmp_path / "gate"
     effects.mkdir()
@@ -176,10 +188,9 @@ def kill_and_rerun(tmp_path: Path, env: dict[str, str], engine: str, guardians: 
     rerun: subprocess.Popen[str] | None = None
     try:
         wait_for(
-            lambda: all(lives for lives in attempts(effects).values())
-            or first.poll() is not None,
+            lambda: all(lives for lives in attempts(effects).values()) or first.poll() is not None,
             120,
-            "all four tasks of the first run to start",
+            "all five tasks of the first run to start",
         )
         assert first.poll() is None, first.communicate()
         # Every process the driver started: tasks, shells, workers, fork servers...
@@ -203,7 +214,7 @@ def kill_and_rerun(tmp_path: Path, env: dict[str, str], engine: str, guardians: 
                 or rerun.poll() is not None
             ),
             120,
-            "all four tasks of the re-run to start",
+            "all five tasks of the re-run to start",
         )
         deadline = killed_at + 5
         wait_for(lambda: not alive(pids, killed_at) or time.time() > deadline, 10, "5 s")
@@ -240,6 +251,7 @@ def test_a_rerun_ends_what_a_killed_run_left_before_it_starts_anything(tmp_path,
     assert overlaps(killed.attempts) == []
     assert killed.left == []
     assert "task process(es) still ran on this host" in killed.stderr, killed.stderr
-    assert "sh[i=0]" in killed.stderr and "sh[i=1]" in killed.stderr, killed.stderr
+    for task in ("sh[i=0]", "sh[i=1]", "mpi"):
+        assert task in killed.stderr, killed.stderr
     for task, lives in killed.attempts.items():
         assert [life.ended for life in lives] == [False, True], (task, lives)
