@@ -186,8 +186,9 @@ class Run:
         return load_result(self.run_dir, task_id)
 
     def result_file(self, task_id: str) -> Path:
-        """The file holding ``task_id``'s return value (``value.pickle`` or the attempt's
-        JSON; :meth:`result` reads it)."""
+        """The file holding ``task_id``'s return value (``value.pickle``: hpcflow's header
+        with the MAC, then the pickle; or the attempt's JSON): :meth:`result` reads it,
+        ``hpcflow result -o`` saves the bare pickle."""
         return result_file(self.run_dir, task_id)
 
     def results(self, name: str) -> dict[str, Any]:
