@@ -4,6 +4,9 @@ script text, so a module or folder name cannot become shell code."""
 
 from __future__ import annotations
 
+from hpcflow.errors import HpcflowError
+from hpcflow.spec.names import module_problem
+
 #: Loads modules, then runs the rest of its arguments. Arguments: the init file ("" to
 #: find one), 1 to purge first, the number of modules, the modules, the command.
 MODULES_SCRIPT = r"""init=$1 purge=$2 n=$3
@@ -49,7 +52,12 @@ SETUP_FAILED = 97
 
 def modules_argv(load: list[str], purge: bool, init: str | None) -> list[str]:
     """argv that loads ``load`` (after ``module purge`` when ``purge``) and then runs
-    whatever argv follows it."""
+    whatever argv follows it. Names are checked again here (the workflow's and profile's
+    were when read): Lmod evaluates a name, so one outside the grammar never reaches it."""
+    for name in load:
+        problem = module_problem(name)
+        if problem:
+            raise HpcflowError(problem)
     return [
         "bash", "-c", MODULES_SCRIPT, "hpcflow-modules",
         init or "", "1" if purge else "0", str(len(load)), *load,

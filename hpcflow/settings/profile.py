@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from hpcflow.spec.models import Duration, GpuKind, Memory, PoolName
+from hpcflow.spec.models import Duration, GpuKind, Memory, ModuleName, PoolName
 from hpcflow.spec.units import parse_duration, parse_memory
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -139,7 +139,7 @@ class Pool(BaseModel):
         None, description="Dask workers per node, or 'per-gpu'"
     )
     threads_per_worker: PositiveInt | None = Field(None, description="threads of each worker")
-    modules: list[SingleLine] | None = Field(
+    modules: list[ModuleName] | None = Field(
         None, description="environment modules of this pool's allocations (replace the profile's)"
     )
     setup: list[str] | None = Field(
@@ -215,7 +215,7 @@ class Profile(BaseModel):
     account: SingleLine | None = Field(None, description="account/project charged")
     qos: SingleLine | None = Field(None, description="quality of service")
     constraint: SingleLine | None = Field(None, description="node features required")
-    modules: list[SingleLine] = Field(
+    modules: list[ModuleName] = Field(
         default_factory=list, description="environment modules; each becomes `module load X`"
     )
     setup: list[str] = Field(

@@ -8,6 +8,7 @@ Semantic checks that need the whole document (names, placeholders, dependencies)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -22,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from hpcflow.spec.names import image_problem, module_problem
 from hpcflow.spec.units import parse_duration, parse_memory
 
 Duration = Annotated[
@@ -84,6 +86,23 @@ def _matching(pattern: str, what: str) -> AfterValidator:
 
     return AfterValidator(check)
 
+
+def _checked(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that refuses a value ``problem`` finds fault with (names.py)."""
+
+    def check(value: str) -> str:
+        found = problem(value)
+        if found:
+            raise ValueError(found)
+        return value
+
+    return AfterValidator(check)
+
+
+#: An environment module's name, checked before Lmod sees it (it evaluates names).
+ModuleName = Annotated[str, _checked(module_problem)]
+#: A container image: a reference or a path, never an option.
+ImageName = Annotated[str, _checked(image_problem)]
 
 #: A pool's name: it becomes part of job names and of a Dask resource's name.
 PoolName = Annotated[
@@ -188,7 +207,7 @@ Runtime = Literal["apptainer", "singularity", "charliecloud", "podman"]
 class ContainerSpec(_Model):
     """The container image a task runs in, and how."""
 
-    image: str = Field(
+    image: ImageName = Field(
         min_length=1,
         description="a .sif file, an image folder, a squashfs file (Charliecloud), a "
         "docker:// or oras:// reference (Apptainer), or an image name (Podman)",
@@ -243,7 +262,9 @@ Container = Annotated[
 class ModulesSpec(_Model):
     """Environment modules (Lmod or Environment Modules) loaded before a task runs."""
 
-    load: list[str] = Field(default_factory=list, description="modules, loaded in this order")
+    load: list[ModuleName] = Field(
+        default_factory=list, description="modules, loaded in this order"
+    )
     purge: bool = Field(False, description="run `module purge` first")
 
 
