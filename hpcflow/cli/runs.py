@@ -10,25 +10,33 @@ import click
 @click.command("runs")
 @click.option("-n", "--last", default=20, show_default=True, help="How many to show.")
 def command(last: int) -> None:
-    """List known runs with their status."""
+    """List known runs with their status (``damaged`` for a run whose state file SQLite
+    cannot read: its path and what to do follow the table, on stderr)."""
     from rich.console import Console
 
     from hpcflow.cli._common import read_run
     from hpcflow.cli.console import fit_columns, fitted_table, short_path, tilde
     from hpcflow.errors import RunError
+    from hpcflow.store.damage import StateDamaged
     from hpcflow.store.paths import RunPaths
     from hpcflow.store.registry import list_runs
 
     console = Console()
     cells: list[list[str]] = []
     workflows: list[tuple[str, str]] = []  # the path (~ for the home folder), the engine
+    damaged: list[StateDamaged] = []
     for entry in list_runs()[-last:]:
+        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started))
         try:
             view = read_run(RunPaths(entry.run_dir))
+        except StateDamaged as exc:  # listed, flagged; the others still read
+            damaged.append(exc)
+            cells.append([entry.run_id, started, DAMAGED, "?"])
+            workflows.append((tilde(entry.workflow), ""))
+            continue
         except RunError:
             continue
         total = sum(sum(c.values()) for c in view.counts.values())
-        started = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started))
         cells.append([entry.run_id, started, str(view.status), str(total)])
         workflows.append((tilde(entry.workflow), engine_note(view.meta)))
     # Ids, dates and statuses never wrap: a path too long loses its middle; where that is
@@ -46,7 +54,12 @@ def command(last: int) -> None:
         row.append(short_path(path, room - len(note)) + note)
         table.add_row(*(cell for cell, w in zip(row, widths, strict=True) if w is not None))
     console.print(table, crop=False)
+    for problem in damaged:
+        click.echo(f"warning: {problem}", err=True)
 
+
+#: The status shown for a run whose state file cannot be read (:class:`StateDamaged`).
+DAMAGED = "damaged"
 
 #: The columns of `hpcflow runs`.
 HEADS = ("run", "started", "status", "tasks", "workflow")

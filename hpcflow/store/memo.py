@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hpcflow.store import memo_repair
+from hpcflow.store.damage import is_damage
 from hpcflow.store.private import private_dir
 from hpcflow.store.sqlite import BatchedWriter, connect_reader, connect_writer
 
@@ -59,20 +62,33 @@ class Memo(BatchedWriter):
     :meth:`flush` and :meth:`close` commit)."""
 
     def __init__(self, path: Path, workflow_key: str) -> None:
+        #: Where a damaged memo was set aside when this one was opened (else None).
+        self.set_aside: Path | None = None
         if str(path) != ":memory:":
             private_dir(path.parent)  # the state root (.hpcflow), 0700
-        conn = connect_writer(path)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
-            " fingerprint TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,"
-            " run_id TEXT NOT NULL, PRIMARY KEY (workflow, task_id))"
-        )
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS settled (workflow TEXT PRIMARY KEY, run_dir TEXT NOT NULL,"
-            " digest TEXT NOT NULL, entries INTEGER NOT NULL, last_row INTEGER NOT NULL)"
-        )
+        try:
+            conn = _open(path, check=str(path) != ":memory:")
+        except sqlite3.DatabaseError as exc:
+            if not is_damage(exc):
+                raise
+            conn = self._replace(path, str(exc))
         super().__init__(conn)
         self._key = workflow_key
+
+    def _replace(self, path: Path, reason: str) -> sqlite3.Connection:
+        """Set the damaged memo at ``path`` aside and open a new one holding the entries
+        still readable in it (:mod:`hpcflow.store.memo_repair`)."""
+        self.set_aside = memo_repair.set_aside(path)
+        rows = memo_repair.salvage(self.set_aside, "memo")
+        conn = _open(path, check=False)
+        conn.executemany("INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)", rows)
+        log.warning(
+            "the memo %s was damaged (%s): set aside as %s; a new memo starts with the %d "
+            "entries still readable in it and the successes in the journals of runs that "
+            "did not finish; tasks finished in neither run again",
+            path, reason, self.set_aside.name, len(rows),
+        )  # fmt: skip
+        return conn
 
     @classmethod
     def preview(cls, path: Path, workflow_key: str, journals: Path) -> Memo:
@@ -85,6 +101,10 @@ class Memo(BatchedWriter):
             try:
                 rows = conn.execute("SELECT * FROM memo WHERE workflow = ?", (workflow_key,))
                 memo.write("INSERT OR REPLACE INTO memo VALUES (?, ?, ?, ?, ?, ?)", list(rows))
+            except sqlite3.DatabaseError as exc:
+                if not is_damage(exc):
+                    raise
+                log.warning("the memo %s is damaged (%s): a run sets it aside", path, exc)
             finally:
                 conn.close()
         try:
@@ -188,6 +208,28 @@ class Memo(BatchedWriter):
             except FileNotFoundError:
                 pass
         return len(entries)
+
+
+def _open(path: Path, *, check: bool) -> sqlite3.Connection:
+    """The memo's writer connection, its tables made; ``check``: raise
+    :class:`sqlite3.DatabaseError` for a damaged file (:func:`memo_repair.check`)."""
+    conn = connect_writer(path)
+    try:
+        if check:
+            memo_repair.check(conn)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS memo (workflow TEXT NOT NULL, task_id TEXT NOT NULL,"
+            " fingerprint TEXT NOT NULL, inputs TEXT NOT NULL, outputs TEXT NOT NULL,"
+            " run_id TEXT NOT NULL, PRIMARY KEY (workflow, task_id))"
+        )
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS settled (workflow TEXT PRIMARY KEY, run_dir TEXT NOT NULL,"
+            " digest TEXT NOT NULL, entries INTEGER NOT NULL, last_row INTEGER NOT NULL)"
+        )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 def signatures(text: str) -> FileSig:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hpcflow.store.damage import StateDamaged, is_damage
 from hpcflow.store.sqlite import BatchedWriter, SharedReader, connect_writer
 from hpcflow.store.states import RunStatus, TaskState
 
@@ -231,7 +232,13 @@ class StateDB:
             self._reader = SharedReader(path)
         else:
             conn = connect_writer(path)
-            conn.executescript(_SCHEMA)
+            try:
+                conn.executescript(_SCHEMA)
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                if is_damage(exc):
+                    raise StateDamaged(path, str(exc)) from None
+                raise
             self._writer = BatchedWriter(conn)
 
     def close(self) -> None:
@@ -353,11 +360,18 @@ class StateDB:
     # -- reading ------------------------------------------------------------------------
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        if self._writer is not None:
-            return self._writer.read(sql, params)
-        if self._reader is None:  # closed: neither side is open any more
-            raise sqlite3.ProgrammingError(f"{self.path} is closed")
-        return self._reader.rows(sql, params)
+        """The rows of a query; :class:`StateDamaged` when the file is damaged (readers
+        try again first: damage that lasts)."""
+        try:
+            if self._writer is not None:
+                return self._writer.read(sql, params)
+            if self._reader is None:  # closed: neither side is open any more
+                raise sqlite3.ProgrammingError(f"{self.path} is closed")
+            return self._reader.rows(sql, params)
+        except sqlite3.DatabaseError as exc:
+            if is_damage(exc):
+                raise StateDamaged(self.path, str(exc)) from None
+            raise
 
     def _submit(self) -> bool:
         """Whether ``submit.sqlite`` is joined (readers only; attached once it exists)."""

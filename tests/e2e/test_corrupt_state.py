@@ -1,0 +1,136 @@
+"""Damaged state files, through the real CLI: a run's ``state.sqlite`` truncated is that
+run's clear error (``hpcflow runs`` lists the others and flags it; ``status`` and
+``result`` say what is wrong and what to do), and a workflow's ``memo.sqlite`` filled with
+garbage is set aside and rebuilt from the journals: the re-run says so and does not run
+again the tasks that had finished (counted from what the tasks append to a file)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from tests.conftest import write_workflow
+
+STEPS = """
+def make(i):
+    with open("side.txt", "a") as f:
+        f.write(f"make {i}\\n")
+    return i * 10
+"""
+
+WORKFLOW = """
+name: damaged
+tasks:
+  - name: make
+    foreach: {i: {range: [0, 2]}}
+    python: steps:make
+"""
+
+
+def _run_dirs(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / ".hpcflow" / "runs").iterdir())
+
+
+def _truncate(path: Path) -> None:
+    size = path.stat().st_size
+    with open(path, "r+b") as fh:
+        fh.truncate(size // 2)
+
+
+def test_a_truncated_run_state_is_that_runs_error_and_the_others_still_list(tmp_path, env, hpcflow):
+    (tmp_path / "steps.py").write_text(STEPS)
+    wf = write_workflow(tmp_path, WORKFLOW)
+    assert hpcflow("run", str(wf), "-q", cwd=tmp_path).returncode == 0
+    assert hpcflow("run", str(wf), "-q", cwd=tmp_path).returncode == 0  # up to date: made in run 1
+    first, second = _run_dirs(tmp_path)
+    _truncate(first / "state.sqlite")
+
+    listed = hpcflow("runs", cwd=tmp_path)
+    assert listed.returncode == 0, listed.output
+    rows = {line.split()[0]: line.split()[3] for line in listed.stdout.splitlines()[1:]}
+    assert rows == {first.name: "damaged", second.name: "succeeded"}
+    assert str(first / "state.sqlite") in listed.stderr and "hint:" in listed.stderr
+
+    shown = hpcflow("status", first.name, cwd=tmp_path)
+    assert shown.returncode == 2
+    assert f"the state of run {first.name} is damaged" in shown.stderr
+    assert "hint:" in shown.stderr and "Traceback" not in shown.output
+    assert hpcflow("status", second.name, cwd=tmp_path).returncode == 0
+
+    # Run 2's value is run 1's: the search for it meets the damaged run.
+    searched = hpcflow("result", second.name, "make[i=1]", cwd=tmp_path)
+    assert searched.returncode == 2
+    assert "is damaged" in searched.stderr and "Traceback" not in searched.output
+
+    again = hpcflow("run", str(wf), "-q", cwd=tmp_path)
+    assert again.returncode == 0, again.output
+    assert "Traceback" not in again.output
+
+
+def test_a_damaged_memo_is_set_aside_and_rebuilt_from_the_journals(tmp_path, env, hpcflow):
+    """The driver is killed while one task still runs (the others' successes are only
+    sure to be in the journals), the memo is then overwritten with garbage: the re-run
+    sets it aside, brings the journaled successes in and runs only the unfinished task."""
+    wf = write_workflow(
+        tmp_path,
+        """
+name: memo
+tasks:
+  - name: quick
+    foreach: {i: {range: [0, 3]}}
+    command: echo quick {i} >> side.txt; echo {i} > {outputs}
+    outputs: ["out/{i}.txt"]
+  - name: slow
+    command: >-
+      echo slow start >> side.txt;
+      while [ ! -e release ]; do sleep 0.1; done; echo slow > {outputs}
+    outputs: [slow.txt]
+""",
+    )
+    journal = tmp_path / ".hpcflow" / "journal"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q", "--threads", "2"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            lines = sum(p.read_text().count("\n") for p in journal.rglob("*.jsonl") if p.is_file())
+            if lines >= 3 and "slow start" in _side(tmp_path):
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("waiting for 3 journaled quick tasks and slow started")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    memo = tmp_path / ".hpcflow" / "memo.sqlite"
+    memo.write_bytes(os.urandom(8192))
+
+    (tmp_path / "release").touch()
+    again = hpcflow("run", str(wf), "-q", cwd=tmp_path)
+    assert again.returncode == 0, again.output
+    assert "Traceback" not in again.output
+    assert "memo.sqlite was damaged" in again.stderr and "set aside as" in again.stderr
+    (aside,) = memo.parent.glob("memo.sqlite.damaged-*")
+    assert aside.stat().st_size == 8192  # kept as it was
+    ran = Counter(_side(tmp_path).splitlines())
+    assert ran == {"quick 0": 1, "quick 1": 1, "quick 2": 1, "slow start": 2}
+
+    third = hpcflow("run", str(wf), "-q", cwd=tmp_path)  # the new memo holds every task
+    assert third.returncode == 0, third.output
+    assert "damaged" not in third.stderr
+    assert Counter(_side(tmp_path).splitlines()) == ran
+
+
+def _side(tmp_path: Path) -> str:
+    try:
+        return (tmp_path / "side.txt").read_text()
+    except FileNotFoundError:
+        return ""
