@@ -89,7 +89,8 @@ def prepare_call(call: TaskCall) -> tuple[dict[str, list[int]], Outcome | None]:
                 os.unlink(path)
             except (FileNotFoundError, IsADirectoryError, PermissionError):
                 pass
-        ensure_dir(os.path.dirname(path))
+        # Made here, on the node that runs the task, now: not only once per process.
+        ensure_dir(os.path.dirname(path), fresh=True)
     return inputs_sig, None
 
 

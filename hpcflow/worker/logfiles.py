@@ -12,17 +12,20 @@ _KNOWN_DIRS: set[str] = set()
 MKDIR_TRIES = 6
 
 
-def ensure_dir(path: str, *, private: bool = False) -> None:
+def ensure_dir(path: str, *, private: bool = False, fresh: bool = False) -> None:
     """``mkdir -p`` that remembers what it made: thousands of tiny tasks share a few folders.
     ``private``: a folder of the run's own (logs, results), made ``0700`` whatever the
     umask (:func:`hpcflow.store.private.make_dirs`); else a task's, under the umask.
+    ``fresh``: made (or found) now, whatever this process made before: a task's output
+    folder, just before the task runs (a clean-up may have removed it since, or this
+    node's client may not show yet a folder made through another).
 
     On a shared file system a folder another node has just made can still be unknown to
     this node's client for a moment (GlusterFS answered a task's ``mkdir tasks/SLUG`` with
     ENOENT while ``tasks/`` had just been made elsewhere, and ``mkdir -p results`` with
     EEXIST while ``results`` did not yet look like a folder): that is tried again, briefly.
     """
-    if path in _KNOWN_DIRS:
+    if path in _KNOWN_DIRS and not fresh:
         return
     for attempt in range(1, MKDIR_TRIES + 1):
         try:
