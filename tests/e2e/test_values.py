@@ -25,12 +25,14 @@ import hpcflow as hpcflow_api
 from tests.conftest import write_workflow
 
 STEPS = """
-import hashlib, os, time
+import hashlib, os, socket, time
 import numpy as np
 
 def _count(name):
     with open("executions.txt", "a") as f:
         f.write(name + "\\n")
+    with open("hosts.txt", "a") as f:   # where each execution ran, as the task saw it
+        f.write(name + " " + socket.gethostname() + "\\n")
 
 def make(i):
     _count(f"make[i={i}]")

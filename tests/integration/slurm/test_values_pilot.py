@@ -2,7 +2,7 @@
 test cluster: each node writes and reads the values through its own client of the shared
 GlusterFS volume. Then a re-run of the consumer alone, on a fresh allocation, hands it the
 values of the first run; and a pilot whose driver is killed in the middle resumes with
-the values its workers had made, counted by executions."""
+the values its workers had made, counted by executions (lines the tasks write)."""
 
 from __future__ import annotations
 
@@ -27,13 +27,23 @@ pytestmark = pytest.mark.slurm
 
 
 def hosts(tmp_path: Path) -> dict[str, str]:
-    """Task id → the node it ran on, from the first run's state."""
-    run = sorted((tmp_path / ".hpcflow" / "runs").iterdir())[0]
-    conn = sqlite3.connect(f"file:{run / 'state.sqlite'}?mode=ro", uri=True)
+    """Task id → the host it ran on, as the task itself wrote it (``hosts.txt``)."""
+    lines = (tmp_path / "hosts.txt").read_text().splitlines()
+    return dict(line.rsplit(" ", 1) for line in lines if not line.startswith("end "))
+
+
+def recorded_succeeded(tmp_path: Path) -> set[str]:
+    """Tasks the (only) run's state says have succeeded: used to time a kill, not to count."""
+    run = next((tmp_path / ".hpcflow" / "runs").iterdir())
     try:
-        return dict(conn.execute("SELECT id, host FROM tasks").fetchall())
-    finally:
-        conn.close()
+        conn = sqlite3.connect(f"file:{run / 'state.sqlite'}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT id FROM tasks WHERE state = 'succeeded'").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:  # not created yet, or being written
+        return set()
+    return {row[0] for row in rows}
 
 
 def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
@@ -42,7 +52,13 @@ def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
     assert first.returncode == 0, first.output
     assert total_result(tmp_path) == expected()
     assert executions(tmp_path) == ALL
-    print("nodes:", sorted(set(hosts(tmp_path).values())))
+    # The values really crossed nodes: the squares ran on more than one node, so total
+    # (on one node) received at least one square made on another, and each square's
+    # host is a node of the test cluster, not the submit side.
+    where = hosts(tmp_path)
+    square_hosts = {where[f"square[i={i}]"] for i in range(4)}
+    assert len(square_hosts) >= 2 or square_hosts != {where["total"]}, where
+    assert all(host.startswith("n") for host in where.values()), where
 
     again = hpcflow_slurm(
         "run", str(wf), "--profile", "slurm-test", "--nodes", "2", "--rerun", "total", "-q"
@@ -68,18 +84,23 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
          "--profile", "slurm-test", "--nodes", "2"],
         env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    # The kill comes once square[i=0] has ended (its own line says so) AND the driver has
+    # recorded it: then it must never run again.
     kill_pilot_driver(
         proc,
         tmp_path,
         slurm_cluster,
-        lambda: any(k.startswith("end ") for k in executions_so_far(tmp_path)),
-        "a square to end",
+        lambda: (
+            "end square[i=0]" in executions_so_far(tmp_path)
+            and "square[i=0]" in recorded_succeeded(tmp_path)
+        ),
+        "square[i=0] to end and be recorded",
     )
     before = executions(tmp_path)
     squares = {f"square[i={i}]" for i in range(4)}
     ended = {k.removeprefix("end ") for k in before if k.startswith("end ")}
     assert before["total"] == 0 and all(before[f"make[i={i}]"] == 1 for i in range(4)), before
-    assert ended and ended < squares, ("the kill came too late to test anything", before)
+    assert "square[i=0]" in ended and ended < squares, ("the kill came too late", before)
     (tmp_path / "square_sleep").unlink()
     (tmp_path / "square_release").touch()
 
@@ -92,5 +113,6 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     assert after["total"] == 1 and not any(after[f"make[i={i}]"] for i in range(4)), after
     assert after["label"] == 0, after
     assert all(after[s] == 1 for s in squares - ended), (after, ended)
-    assert sum(after[s] for s in ended) <= 4 and max(after.values()) == 1, (after, ended)
+    assert after["square[i=0]"] == 0, ("a recorded square ran again", after)
+    assert max(after.values()) == 1, after
     assert total_result(tmp_path) == expected()
