@@ -28,9 +28,11 @@ before it removes or moves an output (:mod:`hpcflow.worker.confine`).
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from hpcflow.errors import SpecProblem
@@ -70,6 +72,14 @@ class PathRule:
     #: The folder the literal text before the first placeholder names: the parts of a
     #: rendered path below it are the ones values made.
     anchor: str
+    #: The placeholders of the path (its workdir's too).
+    names: frozenset[str] = frozenset()
+
+    @property
+    def prefix(self) -> str:
+        """``anchor`` with a trailing ``/``: a path that starts with it and has no other
+        ``/`` after it is allowed at once (the common case, checked per instance)."""
+        return self.anchor.rstrip("/") + "/"
 
     @classmethod
     def make(cls, template: Template, workflow_dir: str, trusted: Sequence[str]) -> PathRule:
@@ -80,7 +90,7 @@ class PathRule:
         # (A folder inside another adds nothing.)
         roots = tuple(r for r in named if not any(o != r and within(r, o) for o in named))
         real = tuple(dict.fromkeys(os.path.realpath(r) for r in roots))
-        return cls(roots, real, anchor)
+        return cls(roots, real, anchor, frozenset(template.names))
 
     def refusal(self, path: str, links: dict[str, Verdict]) -> Refusal:
         """Why normalised ``path`` may not be used (None: it may): "outside", or the link
@@ -127,8 +137,9 @@ class PathRules:
     #: Where the worker may remove or move this task's outputs: the folders its outputs'
     #: rules allow, and each output the author wrote out in full.
     removable: tuple[str, ...] = ()
-    #: Whether any of the task's paths has a placeholder (else there is nothing to check).
-    checked: bool = False
+    #: The paths to check: (where in the task, which of the instance's paths (0: the
+    #: workdir, 1: an input, 2: an output), its index, the rule, the rule's prefix).
+    checks: tuple[tuple[Path, int, int, PathRule, str], ...] = ()
 
 
 def rules_for(
@@ -154,9 +165,13 @@ def rules_for(
             removable += found.roots
     workdir_rule = None if workdir.is_constant else PathRule.make(workdir, workflow_dir, trusted)
     input_rules = tuple(rule(t) for t in inputs)
-    checked = any(r is not None for r in (workdir_rule, *input_rules, *output_rules))
+    checks: list[tuple[Path, int, int, PathRule, str]] = []
+    if workdir_rule is not None:
+        checks.append((("workdir",), 0, 0, workdir_rule, workdir_rule.prefix))
+    for kind, key, rules in ((1, "inputs", input_rules), (2, "outputs", output_rules)):
+        checks += [((key, j), kind, j, r, r.prefix) for j, r in enumerate(rules) if r is not None]
     return PathRules(
-        workdir_rule, input_rules, output_rules, tuple(dict.fromkeys(removable)), checked
+        workdir_rule, input_rules, output_rules, tuple(dict.fromkeys(removable)), tuple(checks)
     )
 
 
@@ -189,27 +204,41 @@ def check_paths(
 ) -> None:
     """Add a problem (with the file:line of the path in the workflow) for each instance
     path that a value leads out of where :class:`PathRule` allows."""
+    needed: dict[int, list[tuple[Path, int, int, PathRule, str]]] = {}
+    for spec_index, template in enumerate(templates):
+        harmless = _harmless(loaded, spec_index)
+        checks = [
+            c
+            for c in (template.paths.checks if template.paths else ())
+            if not c[3].names <= harmless
+        ]
+        if checks:
+            needed[spec_index] = checks
+    if not needed:
+        return  # (the common case: no path has a placeholder a text value fills in)
     links: dict[str, Verdict] = {}
     found = 0
-    for inst in instances:
-        rules = templates[inst.spec_index].paths
-        if rules is None or not rules.checked:
-            continue  # (the common case: no path of the task has a placeholder)
-        checks: list[tuple[Path, PathRule | None, str]] = [
-            (("workdir",), rules.workdir, inst.workdir)
-        ]
-        for key, own, paths in (
-            ("inputs", rules.inputs, inst.input_patterns),
-            ("outputs", rules.outputs, inst.outputs),
-        ):
-            checks += [((key, j), *pair) for j, pair in enumerate(zip(own, paths, strict=True))]
-        for where, rule, path in checks:
-            why = None if rule is None else rule.refusal(path, links)
-            if rule is None or why is None:
-                continue
-            found += 1
-            if found <= MAX_REPORTED:
-                problems.append(_problem(loaded, inst, where, path, rule, why))
+    # An instance's task definition's instances come together: checked a group at a time.
+    for spec_index, group in itertools.groupby(instances, attrgetter("spec_index")):
+        if spec_index not in needed:
+            continue
+        members = list(group)
+        for where, kind, j, rule, prefix in needed[spec_index]:
+            if kind == 0:
+                paths = [inst.workdir for inst in members]
+            else:
+                paths = [
+                    (inst.input_patterns if kind == 1 else inst.outputs)[j] for inst in members
+                ]
+            cut = len(prefix)
+            # A file right in the folder its literal text names is fine at once.
+            for k in [k for k, p in enumerate(paths) if not p.startswith(prefix) or "/" in p[cut:]]:
+                why = rule.refusal(paths[k], links)
+                if why is None:
+                    continue
+                found += 1
+                if found <= MAX_REPORTED:
+                    problems.append(_problem(loaded, members[k], where, paths[k], rule, why))
     if found > MAX_REPORTED:
         problems.append(
             SpecProblem(
@@ -220,6 +249,22 @@ def check_paths(
                 f"... and {found - MAX_REPORTED:,} more paths that values lead outside",
             )
         )
+
+
+def _harmless(loaded: LoadedWorkflow, spec_index: int) -> frozenset[str]:
+    """The parameters of a task whose every value is a number or true/false: their text
+    (digits, ``-``, ``.``, ``e``, ``true``) never holds a ``/`` nor makes ``..``, so a
+    path they alone fill in needs no check (a range's sweep, the common large case)."""
+    task = loaded.workflow.tasks[spec_index]
+    sweep = loaded.sweeps.get(task.name)
+    values: dict[str, Sequence[object]] = {k: (v,) for k, v in task.params.items()}
+    for group in sweep.groups if sweep is not None else ():
+        values.update((axis.name, axis.values) for axis in group)
+    return frozenset(
+        name
+        for name, given in values.items()
+        if isinstance(given, range) or all(type(v) in (int, float, bool) for v in given)
+    )
 
 
 def _position(loaded: LoadedWorkflow, spec_index: int, where: Path) -> Path:
