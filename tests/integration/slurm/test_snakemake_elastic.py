@@ -7,6 +7,7 @@ kept small for the 2-core test machine (1 core, at most 2 of them).
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -41,7 +42,16 @@ def test_elastic_worker_jobs_run_the_jobs_and_are_gone_afterwards(
 ):
     n = 8
     workdir = tmp_path / "wf"
-    write_snakefile(workdir, fanout_snakefile(n))
+    # Each square also says where it ran: its host and the SLURM job around it.
+    write_snakefile(
+        workdir,
+        fanout_snakefile(n).replace(
+            '> {output}"',
+            "> {output} && mkdir -p results/where && "
+            'echo $(hostname) ${{SLURM_JOB_ID:-none}} > results/where/{wildcards.i}.txt"',
+            1,
+        ),
+    )
     env = {**clean_env(env), **slurm_cluster.extra_env, **SMALL}
     calls_log = counting_wrappers(tmp_path, env["PATH"])
     env["PATH"] = f"{tmp_path / 'bin'}:{env['PATH']}"
@@ -59,7 +69,13 @@ def test_elastic_worker_jobs_run_the_jobs_and_are_gone_afterwards(
     assert max(s["workers"] for s in samples) >= 1
     assert max(s["requested"] for s in samples) <= 2
     calls = calls_log.read_text().split()
-    assert 1 <= calls.count("sbatch"), calls
+    # Every square ran on a node of the cluster inside a worker job that hpcflow submitted
+    # (the jobs' own record), never on the submit side.
+    where = [(workdir / "results" / "where" / f"{i}.txt").read_text().split() for i in range(n)]
+    assert all(re.fullmatch(r"n\d+", host) for host, _ in where), where
+    job_ids = {job for _, job in where}
+    assert "none" not in job_ids, where
+    assert 1 <= len(job_ids) <= calls.count("sbatch"), (where, calls)
     # The worker jobs end a moment after the run: wait for SLURM to stop listing them.
     deadline = time.monotonic() + 60
     while run_dir.name in slurm_cluster.run(["squeue", "-h", "-o", "%j"], check=False).stdout:
