@@ -52,6 +52,18 @@ MAX_IDLE_SHELLS = 64
 #: can never let the shell start the next one.
 _GATE = '[[ -e "$__hpcflow_f.stop" ]] && return\n'
 
+
+def folder_lines(call: TaskCall) -> str:
+    """The lines that make ``call``'s output folders, where missing, right before it
+    starts (a builtin test each; ``mkdir`` only for one that is gone): the worker made
+    them when the chunk began, but an earlier task of the chunk may have removed one."""
+    folders = dict.fromkeys(os.path.dirname(path) for path in call.outputs)
+    return "".join(
+        f"[[ -d {q} ]] || mkdir -p -- {q} 2>/dev/null\n"
+        for q in (shlex.quote(folder) for folder in folders if folder)
+    )
+
+
 #: The stop files of the chunks running in this process's shells.
 _RUNNING: set[str] = set()
 _RUNNING_LOCK = threading.Lock()
@@ -227,7 +239,8 @@ class Shell:
         self.chunks += 1
         path = os.path.join(self.folder, f"chunk-{self.proc.pid}-{self.chunks}.sh")
         script = "".join(
-            _GATE + task_lines(k, call, self.mark_text) for k, call in enumerate(group)
+            _GATE + folder_lines(call) + task_lines(k, call, self.mark_text)
+            for k, call in enumerate(group)
         )
         self.out.start([(c.stdout, c.logs) for c in group])
         self.err.start([(c.stderr, c.logs) for c in group])

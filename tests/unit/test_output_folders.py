@@ -48,3 +48,19 @@ def test_a_task_whose_output_folder_was_removed_after_planning_still_writes_it(t
     assert [o.state for o in outcomes] == ["succeeded"] * len(calls), [o.message for o in outcomes]
     for call in calls:
         assert Path(call.outputs[0]).is_file()
+
+
+def test_a_task_of_a_shared_shell_whose_folder_an_earlier_task_removed_still_writes_it(
+    tmp_path,
+):
+    """Tasks sharing a shell: the folder is made again right before each task."""
+    out = tmp_path / "out"
+    calls = [
+        task_call(tmp_path, 0, "echo 0 > out/0.txt; rm -r out", outputs=()),
+        task_call(tmp_path, 1, "echo 1 > out/1.txt", outputs=(str(out / "1.txt"),)),
+    ]
+    out.mkdir()
+    assert shell_batch.batchable(calls) == calls
+    outcomes = run_chunk(calls)
+    assert [o.state for o in outcomes] == ["succeeded"] * 2, [o.message for o in outcomes]
+    assert (out / "1.txt").read_text() == "1\n"
