@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -58,6 +58,28 @@ MAX_REPORTED = 20
 def within(path: str, folder: str) -> bool:
     """Whether normalised absolute ``path`` is ``folder`` or lies below it."""
     return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+@dataclass
+class Looked:
+    """What :func:`check_paths` learnt of the file system, so that it looks once."""
+
+    #: A folder's verdict (see :data:`Verdict`), by path.
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    #: A folder's entries and those of them that are symbolic links (None: no folder).
+    listings: dict[str, tuple[frozenset[str], frozenset[str]] | None] = field(default_factory=dict)
+
+    def listing(self, folder: str) -> tuple[frozenset[str], frozenset[str]] | None:
+        if folder not in self.listings:
+            try:
+                with os.scandir(folder) as entries:
+                    found = [(e.name, e.is_symlink()) for e in entries]
+            except OSError:
+                self.listings[folder] = None
+            else:
+                names = frozenset(name for name, _ in found)
+                self.listings[folder] = (names, frozenset(n for n, link in found if link))
+        return self.listings[folder]
 
 
 @dataclass(frozen=True)
@@ -92,25 +114,34 @@ class PathRule:
         real = tuple(dict.fromkeys(os.path.realpath(r) for r in roots))
         return cls(roots, real, anchor, frozenset(template.names))
 
-    def refusal(self, path: str, links: dict[str, Verdict]) -> Refusal:
+    def refusal(self, path: str, looked: Looked) -> Refusal:
         """Why normalised ``path`` may not be used (None: it may): "outside", or the link
-        it goes through and where that leads; ``links`` caches the verdicts on folders
-        already looked at."""
-        if not any(within(path, root) for root in self.roots):
-            return "outside"
-        folder = os.path.dirname(path)
-        if not within(folder, self.anchor) or folder == self.anchor:
-            return None
+        it goes through and where that leads; ``looked`` keeps what was learnt of the
+        file system."""
+        prefix = self.prefix
+        if not path.startswith(prefix):  # (the anchor is one of the roots)
+            return None if any(within(path, root) for root in self.roots) else "outside"
+        folder = path[: path.rfind("/")]
+        if len(folder) < len(prefix):
+            return None  # right in the anchor
         # The folders a value added, from the anchor down: each that exists must not be a
-        # link that leads out.
-        probe = self.anchor
-        for part in folder[len(self.anchor) :].strip("/").split("/"):
-            probe = os.path.join(probe, part)
-            if probe not in links:
-                links[probe] = self._link_verdict(probe)
-            verdict = links[probe]
+        # link that leads out. The first is looked up in the anchor's listing (one
+        # listing, not a look-up per instance), the others one by one.
+        parts = folder[len(prefix) :].split("/")
+        listing = looked.listing(self.anchor)
+        if listing is None or parts[0] not in listing[0]:
+            return None  # nothing below it exists either
+        probe = os.path.join(self.anchor, parts[0])
+        for k, part in enumerate(parts):
+            if k:
+                probe = os.path.join(probe, part)
+            elif part not in listing[1]:
+                continue  # an ordinary folder
+            if probe not in looked.verdicts:
+                looked.verdicts[probe] = self._link_verdict(probe)
+            verdict = looked.verdicts[probe]
             if verdict == "missing":
-                return None  # nothing below it exists either
+                return None
             if verdict is not None:
                 return verdict
         return None
@@ -216,7 +247,7 @@ def check_paths(
             needed[spec_index] = checks
     if not needed:
         return  # (the common case: no path has a placeholder a text value fills in)
-    links: dict[str, Verdict] = {}
+    looked = Looked()
     found = 0
     # An instance's task definition's instances come together: checked a group at a time.
     for spec_index, group in itertools.groupby(instances, attrgetter("spec_index")):
@@ -233,7 +264,7 @@ def check_paths(
             cut = len(prefix)
             # A file right in the folder its literal text names is fine at once.
             for k in [k for k, p in enumerate(paths) if not p.startswith(prefix) or "/" in p[cut:]]:
-                why = rule.refusal(paths[k], links)
+                why = rule.refusal(paths[k], looked)
                 if why is None:
                     continue
                 found += 1
