@@ -44,6 +44,7 @@ from hpcflow.errors import HpcflowError
 from hpcflow.launchers import environment
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.states import RunStatus
+from hpcflow.transport.http_servers import LOOPBACK_ANY_PORT, dashboard_bind, http_settings
 from hpcflow.transport.security import security_for
 from hpcflow.worker.gpus import OWN_GPUS
 from hpcflow.worker.orphans import become_subreaper
@@ -140,18 +141,21 @@ async def _scheduler(
     address_file: Path,
     allocation: str,
 ) -> int:
+    import dask
     from distributed import Scheduler
 
     quiet_dask()
     slow_heartbeats()
     host = _host(config)
     dashboard = config.dashboard_address
+    # Without the dashboard, Dask's HTTP server still starts: /health only, on loopback.
+    dask.config.set(http_settings(dashboard=dashboard is not None))
     async with Scheduler(
         host=host,
         interface=config.interface,
         port=0,
         dashboard=dashboard is not None,
-        dashboard_address=_dashboard_bind(dashboard, host),
+        dashboard_address=_dashboard_bind(dashboard, host, config.interface),
         protocol=config.transport,
         security=security_for(run_dir, config.transport),
     ) as scheduler:
@@ -170,12 +174,12 @@ async def _scheduler(
     return 0
 
 
-def _dashboard_bind(dashboard: str | None, host: str | None) -> str:
-    """Where the dashboard listens: the profile's ``[host]:port``, on our host by default."""
+def _dashboard_bind(dashboard: str | None, host: str | None, interface: str | None) -> str:
+    """Where the scheduler's HTTP server listens: loopback without the dashboard, else
+    ONE address, the profile's ``[host]:port`` (our host or interface by default)."""
     if dashboard is None:
-        return f"{host or ''}:0"
-    bind_host, _, port = dashboard.rpartition(":")
-    return f"{bind_host or host or ''}:{port or 0}"
+        return LOOPBACK_ANY_PORT
+    return dashboard_bind(dashboard, host=host, interface=interface)
 
 
 def _dashboard_url(scheduler: object, node: str) -> str | None:
@@ -191,7 +195,10 @@ def _dashboard_url(scheduler: object, node: str) -> str | None:
         return None
     if not port:
         return None
-    host = _host_of(getattr(scheduler, "address", "")) or node
+    bound = getattr(server, "address", None)
+    wildcard = bound in (None, "", "0.0.0.0", "::")  # noqa: S104 (a comparison, no bind)
+    host = None if wildcard else bound
+    host = host or _host_of(getattr(scheduler, "address", "")) or node
     return f"http://{host}:{port}/status"
 
 
@@ -278,6 +285,7 @@ async def _worker(
     memory: dict[str, object] = {
         f"distributed.worker.memory.{k}": v for k, v in config.memory_fractions.items()
     }
+    memory.update(http_settings())  # a worker's HTTP server: /health only, on loopback
     if config.nanny:
         # The rank's own process supervises the worker (started fresh, not forked after
         # MPI_Init): a worker killed by the OOM killer is restarted, and what its tasks
@@ -302,6 +310,7 @@ async def _worker(
             lifetime=config.lifetime,
             lifetime_stagger=config.lifetime_stagger or None,
             dashboard=False,
+            dashboard_address=LOOPBACK_ANY_PORT,
         ) as worker:
             log.info(
                 "worker %s (local index %d, resources %s%s) on %s",

@@ -18,6 +18,12 @@ from typing import Any
 from hpcflow.engine.pools import POOL_CAPACITY, pool_resource
 from hpcflow.errors import ProfileError
 from hpcflow.settings.profile import Profile
+from hpcflow.transport.http_servers import (
+    LOOPBACK_ANY_PORT,
+    WORKER_CLI_ARGS,
+    dashboard_bind,
+    worker_environment,
+)
 
 #: dask-jobqueue writes paths into ``#SBATCH``/``#PBS`` lines and the worker command
 #: without quoting them; only such plain paths can go there.
@@ -95,6 +101,8 @@ def prologue(profile: Profile, run_id: str, base_dir: Path) -> list[str]:
         value = getattr(profile, name, None)
         if value is not None:
             env[attr] = "False" if value is False else str(value)
+    # The worker's HTTP server (the CLI has no flag for its routes): /health only.
+    env.update(worker_environment())
     lines += [f"export {name}={shlex.quote(value)}" for name, value in env.items()]
     # Tasks run relative to the workflow's folder, as on every other backend.
     lines.append(f"cd {shlex.quote(str(base_dir))}")
@@ -154,7 +162,8 @@ def plan_elastic(
         resources[pool_resource(pool)] = POOL_CAPACITY
     # The worker CLI splits --resources on commas: one token, nothing to quote.
     resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
-    extra_args = ["--resources", resource_arg]
+    # No worker dashboard, and Dask's HTTP server on loopback (it would bind 0.0.0.0).
+    extra_args = ["--resources", resource_arg, *WORKER_CLI_ARGS]
     skip: list[str] = []
     if memory_bytes is None:
         # dask-jobqueue insists on a memory figure; without memory_per_node the batch
@@ -235,13 +244,15 @@ def plan_elastic(
 
 def _scheduler_options(profile: Profile) -> dict[str, Any]:
     """The scheduler runs in this process. Its dashboard is plain, unauthenticated HTTP:
-    off unless the profile sets ``dashboard_address`` (dask-jobqueue would open :8787)."""
+    off unless the profile sets ``dashboard_address`` (dask-jobqueue would open :8787),
+    and then on that ONE address (its host: the interface's or this node's by default)."""
     options: dict[str, Any]
     if profile.dashboard_address:
-        options = {"dashboard_address": profile.dashboard_address}
+        address = dashboard_bind(profile.dashboard_address, interface=profile.interface)
+        options = {"dashboard_address": address}
     else:
-        # (Its HTTP server still answers /health, on any free port.)
-        options = {"dashboard": False, "dashboard_address": ":0"}
+        # Its HTTP server still starts: /health only (http_settings), on loopback.
+        options = {"dashboard": False, "dashboard_address": LOOPBACK_ANY_PORT}
     if profile.interface:
         options["interface"] = profile.interface
     return options

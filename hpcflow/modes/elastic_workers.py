@@ -33,6 +33,7 @@ from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
 from hpcflow.store.paths import RunPaths
 from hpcflow.transport.certificates import create_credentials
+from hpcflow.transport.http_servers import http_settings
 from hpcflow.transport.security import security_for
 
 log = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class ElasticWorkers(WorkerSource):
         """Start the cluster and connect to it; returns the client. No worker need exist
         yet: tasks wait in the scheduler until jobs start. Call :meth:`close` afterwards,
         also when this raises."""
+        import dask
         from distributed import Client
 
         from hpcflow.modes.elastic_adapt import BacklogAdaptive
@@ -107,6 +109,8 @@ class ElasticWorkers(WorkerSource):
         paths.workers_dir.mkdir(mode=0o700, exist_ok=True)
         # Failed worker submissions are logged once each, not with Dask's tracebacks.
         self._quiet.enter_context(counted_failures_quiet())
+        # The scheduler's HTTP server (it starts even without the dashboard): /health only.
+        self._quiet.enter_context(dask.config.set(http_settings(dashboard=plan.dashboard)))
         cluster = self._cluster = self._factory(plan, security, self.failures)
         if not self.pool_plans:
             # What every worker job runs, for `cat` when a worker misbehaves.

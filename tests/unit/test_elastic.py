@@ -102,7 +102,10 @@ def test_without_memory_or_walltime_the_queue_defaults_apply():
     assert "#SBATCH --mem" not in script and "#SBATCH -t " not in script
     assert "--cpus-per-task=1" in script
     # The worker measures its memory; the CLI keeps the last --memory-limit.
-    assert script.rstrip().endswith("--resources cpus=1 --memory-limit auto --protocol tls://")
+    assert script.rstrip().endswith(
+        "--resources cpus=1 --no-dashboard --dashboard-address 127.0.0.1:0 "
+        "--memory-limit auto --protocol tls://"
+    )
     assert plan.memory_per_worker is None
 
 
@@ -132,8 +135,9 @@ def test_worker_knobs_reach_the_worker_command():
 def test_dashboard_is_off_unless_asked_for():
     off = plan_elastic(_slurm(), RUN_DIR, "r1", Path("/wf"))
     assert not off.dashboard and off.kwargs["scheduler_options"]["dashboard"] is False
-    on = plan_elastic(_slurm(dashboard_address=":8788"), RUN_DIR, "r1", Path("/wf"))
-    assert on.dashboard and on.kwargs["scheduler_options"] == {"dashboard_address": ":8788"}
+    on = plan_elastic(_slurm(dashboard_address="10.0.0.9:8788"), RUN_DIR, "r1", Path("/wf"))
+    assert on.dashboard
+    assert on.kwargs["scheduler_options"] == {"dashboard_address": "10.0.0.9:8788"}
 
 
 def test_hostile_values_survive_the_job_prologue_in_a_real_shell(tmp_path):
