@@ -6,13 +6,17 @@ quoting contexts. Each case is rendered by hpcflow's own code
 (:class:`hpcflow.spec.shell_context.ShellTemplate`, the one ``run`` uses) and run by a
 real ``bash`` the way hpcflow's shared shells run tasks (the script lines of
 :func:`hpcflow.worker.shells.task_lines`: ``eval`` in a job-control subshell in the
-task's folder). Every case either writes exactly the value's bytes (``printf %s`` into
-a file, compared byte for byte) or is refused before anything runs (by validation, or a
-NUL byte at rendering), and no case creates its canary file.
+task's folder); every 37th also as a ``bash -c`` of its own (execute.py's way); each
+value also goes through a task's ``env:``. Every case either writes exactly the value's
+bytes (``printf %s`` into a file, compared byte for byte) or is refused before anything
+runs (by validation, or a NUL byte at rendering), and no case creates its canary file.
+Deterministic (``derandomize``); a failure names the command, value and rendered text.
+Over 10,000 cases run, in one bash process per batch of ~160.
 """
 
 from __future__ import annotations
 
+import os
 import secrets
 import subprocess
 from pathlib import Path
@@ -20,6 +24,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hpcflow.spec.placeholders import Template, value_text
 from hpcflow.spec.shell_context import ShellTemplate, UnsafeValue, refusals
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.shells import task_lines
@@ -44,6 +49,7 @@ CONTEXTS: list[tuple[str, object]] = [
     ('f() { printf %s "$1" > out; }; f {v}', lambda v: v),
     ("[[ {v} == {v} ]] && printf %s ok > out", lambda v: "ok"),
     ('[[ -n "{v}" || -z {v} ]] && printf %s ok > out', lambda v: "ok"),
+    ("[[ x{v} =~ ^x{v}$ ]] && printf %s ok > out", lambda v: "ok"),
     ("case {v} in {v}) printf %s {v} > out;; *) printf no > out;; esac", lambda v: v),
     ("# {v}\nprintf %s done > out", lambda v: "done"),
     ("printf %s {v} > out # {v}", lambda v: v),
@@ -71,6 +77,13 @@ CONTEXTS: list[tuple[str, object]] = [
 # The hex case: the value through a pipe and a command substitution, compared as hex.
 _HEX = 9
 CONTEXTS[_HEX] = (CONTEXTS[_HEX][0], lambda v: v.encode().hex())
+_EXPECTED = dict(CONTEXTS)
+PATH = os.environ.get("PATH", "/usr/bin:/bin")
+#: The value in a task's ``env:`` (rendered as CallFactory.env does, exported by the
+#: shared shell's script lines), read by the command as a variable.
+ENV_COMMAND = 'printf %s "$V" > out'
+#: Every how-many-th case also runs as ``bash -c`` of its own (execute.py's way).
+_OWN_BASH_EVERY = 37
 
 _PAYLOADS = [
     "'",
@@ -135,12 +148,12 @@ _values = st.lists(
     min_size=1,
     max_size=6,
 ).map("".join)
-# A few values carry a NUL byte: no command can receive them, so they must be refused.
-_value = st.one_of(_values, _values.map(lambda v: v + "\0"))
+# One value in ten carries a NUL byte: no command can receive it, so it must be refused.
+_value = st.tuples(_values, st.integers(0, 9)).map(lambda t: t[0] + "\0" * (t[1] == 0))
 
 #: Values per example: each is tried in every context.
 _PER_EXAMPLE = 8
-_EXAMPLES = 100
+_EXAMPLES = 72
 
 
 def test_refused_contexts_are_exactly_the_unsafe_ones() -> None:
@@ -148,22 +161,32 @@ def test_refused_contexts_are_exactly_the_unsafe_ones() -> None:
         assert bool(refusals(command)) == (expected is None), command
 
 
-def _call(k: int, command: str, folder: Path) -> TaskCall:
+def _call(k: int, command: str, folder: Path, env: dict[str, str] | None) -> TaskCall:
     return TaskCall(
         index=k, attempt=1, kind="shell", command=command, argv=None, python=None,
-        kwargs=None, workdir=str(folder), env=None, timeout=None, inputs=(), outputs=(),
+        kwargs=None, workdir=str(folder), env=env, timeout=None, inputs=(), outputs=(),
         stdout="", stderr="", result="", quarantine_dir="",
     )  # fmt: skip
 
 
-def _run_batch(root: Path, cases: list[tuple[str, str, str]]) -> None:
-    """Run each (command template, value, rendered command) in its own folder, as the
-    shared shells do, in one bash process."""
+#: (command template, value, rendered command, task environment)
+Case = tuple[str, str, str, "dict[str, str] | None"]
+
+
+def _run_batch(root: Path, cases: list[Case]) -> None:
+    """Run each case in its own folder, as the shared shells do, in one bash process;
+    every :data:`_OWN_BASH_EVERY`-th also as a ``bash -c`` of its own in a second folder."""
     lines = []
-    for k, (_, _, rendered) in enumerate(cases):
+    for k, (_, _, rendered, env) in enumerate(cases):
         folder = root / str(k)
         folder.mkdir()
-        lines.append(task_lines(k, _call(k, rendered, folder), "."))
+        lines.append(task_lines(k, _call(k, rendered, folder, env), "."))
+        if k % _OWN_BASH_EVERY == 0:
+            (root / f"own{k}").mkdir()
+            subprocess.run(
+                ["bash", "-c", rendered], cwd=root / f"own{k}", env={**(env or {}), "PATH": PATH},
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=60,
+            )  # fmt: skip
     script = root / "chunk.sh"
     script.write_text("".join(lines))
     boot = (
@@ -188,8 +211,11 @@ def test_hostile_values_in_every_context_are_data(tmp_path: Path) -> None:
     def check(values: list[str]) -> None:
         root = tmp_path / secrets.token_hex(6)
         root.mkdir()
-        cases: list[tuple[str, str, str]] = []
+        cases: list[Case] = []
         for value in values:
+            if "\0" not in value:  # (validation refuses a NUL in any value: test_hostile.py)
+                env = {"V": Template.parse("{v}").render({"v": value}, value_text)}
+                cases.append((ENV_COMMAND, value, ENV_COMMAND, env))
             for command, expected in CONTEXTS:
                 if expected is None:
                     assert refusals(command), f"not refused: {command!r}"
@@ -200,18 +226,21 @@ def test_hostile_values_in_every_context_are_data(tmp_path: Path) -> None:
                     assert "\0" in value, f"refused {value!r} in {command!r}"
                     continue
                 assert "\0" not in value, f"rendered a NUL: {value!r} in {command!r}"
-                cases.append((command, value, rendered))
+                cases.append((command, value, rendered, None))
         _run_batch(root, cases)
-        for k, (command, value, rendered) in enumerate(cases):
-            folder = root / str(k)
-            where = f"command {command!r}, value {value!r}, rendered {rendered!r}"
-            assert not (folder / "CANARY").exists(), f"injected: {where}"
-            expected = dict(CONTEXTS)[command](value)  # type: ignore[operator]
+        for k, (command, value, rendered, env) in enumerate(cases):
+            where = f"command {command!r}, value {value!r}, rendered {rendered!r}, env {env!r}"
+            expect = (lambda v: v) if command == ENV_COMMAND else _EXPECTED[command]
+            expected = expect(value).encode()  # type: ignore[operator]
             name = "hex" if command == CONTEXTS[_HEX][0] else "out"
-            got = (folder / name).read_bytes() if (folder / name).exists() else None
-            assert got == expected.encode(), f"wrong bytes {got!r}: {where}"
+            folders = [root / str(k)] + ([root / f"own{k}"] if k % _OWN_BASH_EVERY == 0 else [])
+            for folder in folders:
+                assert not (folder / "CANARY").exists(), f"injected in {folder.name}: {where}"
+                got = (folder / name).read_bytes() if (folder / name).exists() else None
+                assert got == expected, f"wrong bytes {got!r} in {folder.name}: {where}"
         assert list(root.rglob("CANARY")) == []
         ran.append(len(cases))
 
     check()
+    print(f"{sum(ran)} cases in {len(ran)} batches")
     assert sum(ran) >= 10_000, (len(ran), sum(ran))
