@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import HOSTILE_VALUES, processes_with, write_workflow
+from tests.conftest import HOSTILE_VALUES, REPO, processes_with, write_workflow
 from tests.integration.slurm.conftest import queue_drains, queued_jobs, run_logs
 
 pytestmark = pytest.mark.slurm
@@ -144,7 +144,7 @@ tasks:
     foreach: {i: [1, 2, 3, 4, 5, 6]}
     resources: {gpus: 0.5}
     command: >-
-      s=$(date +%s.%N); sleep 1;
+      s=$(date +%s.%N); sleep 2;
       echo "$SLURMD_NODENAME/$CUDA_VISIBLE_DEVICES 0.5 $s $(date +%s.%N)" > half-{i}.txt
     outputs: ["half-{i}.txt"]
   - name: whole
@@ -156,7 +156,13 @@ tasks:
     outputs: ["whole-{i}.txt"]
 """,
     )
-    result = hpcflow_slurm("run", str(wf), "--profile", "slurm-test-gpu", "--nodes", "1", "-q")
+    # Two slots per GPU worker, so that a worker can run two halves at once (with one slot,
+    # the test cluster's default on 2 cpus, a worker runs one task at a time whatever its
+    # GPU shares allow).
+    shipped = REPO / "hpcflow" / "settings" / "profiles" / "slurm-test-gpu.yaml"
+    profile = tmp_path / "gpu-two-slots.yaml"
+    profile.write_text(shipped.read_text() + "threads_per_worker: 2\n")
+    result = hpcflow_slurm("run", str(wf), "--profile", str(profile), "--nodes", "1", "-q")
     assert result.returncode == 0, result.output + run_logs(wf.parent)
     rows = [p.read_text().split() for p in sorted(tmp_path.glob("*-*.txt"))]
     assert len(rows) == 8 and all(re.fullmatch(r"n\d/[01]", r[0]) for r in rows), rows
@@ -165,6 +171,15 @@ tasks:
         for start, _, _ in spans:
             load = sum(share for s, e, share in spans if s <= start < e)
             assert load <= 1.0, (device, spans)
+    # And shares really are shared: on some device, two halves ran at the same time.
+    halves = [(r[0], float(r[2]), float(r[3])) for r in rows if r[1] == "0.5"]
+    shared = [
+        (a, b)
+        for a in halves
+        for b in halves
+        if a is not b and a[0] == b[0] and a[1] <= b[1] < a[2]
+    ]
+    assert shared, ("no two halves ever shared a device", rows)
 
 
 def test_hostile_values_in_an_allocation(tmp_path, hpcflow_slurm):
