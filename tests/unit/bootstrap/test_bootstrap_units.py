@@ -143,6 +143,8 @@ def test_transport_preflight():
         with pytest.raises(PreflightError, match="distributed-ucxx") as err:
             check_transport("ucx")
         assert "hpcflow[ucx]" in str(err.value)
+    else:
+        check_transport("ucx")  # installed here: the check lets it through
 
 
 def test_transport_preflight_asks_the_ranks_interpreter(tmp_path):
@@ -151,6 +153,7 @@ def test_transport_preflight_asks_the_ranks_interpreter(tmp_path):
 
     from hpcflow.bootstrap.preflight import check_transport
     from tests.integration.slurm.test_transports import _ucx_python
+    from tests.strict_skips import strict
 
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\nexit 1\n")
@@ -160,7 +163,27 @@ def test_transport_preflight_asks_the_ranks_interpreter(tmp_path):
     assert "python:" in err.value.hint
     # A path that does not exist here (only on the nodes) is left to the ranks.
     check_transport("ucx", python=str(tmp_path / "on-the-nodes-only" / "python"))
+    # An interpreter without distributed-ucxx is refused, one with it passes (the UCX venv
+    # that scripts/test.sh builds; required where skips are failures).
+    if not _has_ucxx(sys.executable):
+        with pytest.raises(PreflightError, match="distributed-ucxx"):
+            check_transport("ucx", python=sys.executable)
     ucx = _ucx_python()
-    if ucx is not None:
+    if ucx is None:
+        assert not strict(), "no .venv-ucx: scripts/test.sh builds it (distributed-ucxx-cu12)"
+    else:
+        assert _has_ucxx(str(ucx))
         check_transport("ucx", python=str(ucx))
     assert str(fake) != sys.executable
+
+
+def _has_ucxx(python: str) -> bool:
+    """Whether ``python`` can import distributed_ucxx (asked of that interpreter)."""
+    import subprocess
+
+    probe = [
+        python,
+        "-c",
+        "import importlib.util as u; print(bool(u.find_spec('distributed_ucxx')))",
+    ]
+    return subprocess.run(probe, capture_output=True, text=True).stdout.strip() == "True"
