@@ -62,17 +62,46 @@ def test_a_failed_job_names_its_log_files_in_the_run_directory(tmp_path: Path, s
     assert "about to fail" in stderr_log.read_text()
 
 
-def test_a_job_larger_than_any_worker_is_refused_with_a_hint(tmp_path: Path, snakemake):
+def test_jobs_larger_than_the_worker_run_as_with_the_local_executor(tmp_path: Path, snakemake):
+    """Local mode: a job wanting more cpus than the worker has runs (its slot holds all of
+    them, said once), with the threads Snakemake's own job gives it; ``threads: 0`` runs;
+    ``gpu=1`` on a machine without GPUs is a plain counter. (Pilot mode still refuses:
+    ``test_local_fit.test_batch_modes_still_refuse_what_no_worker_holds_with_the_hint``.)"""
     write_snakefile(
         tmp_path,
-        'rule all:\n    input: "big.txt"\n'
-        'rule big:\n    output: "big.txt"\n    threads: 4096\n    shell: "touch {output}"\n',
+        'rule all:\n    input: "big.txt", "zero.txt", "gpu.txt"\n'
+        'rule big:\n    output: "big.txt"\n    threads: 4096\n'
+        '    shell: "echo {threads} > {output}"\n'
+        'rule zero:\n    output: "zero.txt"\n    threads: 0\n'
+        '    shell: "echo {threads} > {output}"\n'
+        'rule gpu:\n    output: "gpu.txt"\n    resources: gpu=1\n'
+        '    shell: "echo {resources.gpu} > {output}"\n',
     )
-    result = snakemake("--executor", "hpcflow", "--jobs", "1", cwd=tmp_path)
+    result = snakemake("--executor", "hpcflow", "--jobs", "3", "--cores", "4096", cwd=tmp_path)
+    assert result.returncode == 0, result.output[-4000:]
+    assert (tmp_path / "big.txt").read_text().strip() == "4096"  # as --cores 4096 locally
+    assert (tmp_path / "zero.txt").read_text().strip() == "0"
+    assert (tmp_path / "gpu.txt").read_text().strip() == "1"
+    assert result.output.count("asks for 4096 cpus") == 1
+    assert "plain Snakemake resource" in result.output
+
+
+def test_a_failed_group_job_names_its_log_files(tmp_path: Path, snakemake):
+    write_snakefile(
+        tmp_path,
+        'rule all:\n    input: "b.txt"\n'
+        'rule a:\n    output: "a.txt"\n    group: "g"\n    shell: "touch {output}"\n'
+        'rule b:\n    input: "a.txt"\n    output: "b.txt"\n    group: "g"\n'
+        '    shell: "echo group member fails >&2; exit 3"\n',
+    )
+    result = snakemake("--executor", "hpcflow", "--jobs", "2", cwd=tmp_path)
     assert result.returncode != 0
-    assert "asks for 4096 cpus" in result.output
-    assert "hint:" in result.output
-    assert not (tmp_path / "big.txt").exists()
+    (run_dir,) = run_dirs(tmp_path)
+    (task_dir,) = (run_dir / "tasks").iterdir()
+    assert task_dir.name.startswith("group_g")
+    stderr_log = task_dir / "1.err"
+    assert f"Its output is in {task_dir / '1.out'} and {stderr_log}" in result.output
+    assert "group member fails" in stderr_log.read_text()
 
 
 def test_ctrl_c_cancels_running_jobs_and_closes_the_cluster(tmp_path: Path, snakemake_env):
