@@ -33,7 +33,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hpcflow.errors import SpecProblem
 from hpcflow.spec.placeholders import Template
@@ -41,8 +41,24 @@ from hpcflow.spec.sources import literal_folder
 from hpcflow.spec.yamlpos import Path
 
 if TYPE_CHECKING:
-    from hpcflow.dag.instances import TaskInstance, TaskTemplate
     from hpcflow.spec.loader import LoadedWorkflow
+
+
+class PlannedPaths(Protocol):
+    """What :func:`check_paths` reads of a task instance (a
+    :class:`hpcflow.dag.instances.TaskInstance`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def spec_index(self) -> int: ...
+    @property
+    def workdir(self) -> str: ...
+    @property
+    def input_patterns(self) -> tuple[str, ...]: ...
+    @property
+    def outputs(self) -> tuple[str, ...]: ...
+
 
 #: Why a path is refused: "outside" (lexically), or (a link it goes through, where it
 #: leads); None: allowed.
@@ -229,19 +245,18 @@ def trusted_folders(foreach: object, workflow_dir: str) -> tuple[str, ...]:
 
 def check_paths(
     loaded: LoadedWorkflow,
-    templates: Sequence[TaskTemplate],
-    instances: Sequence[TaskInstance],
+    rules: Sequence[PathRules | None],
+    instances: Sequence[PlannedPaths],
     problems: list[SpecProblem],
 ) -> None:
     """Add a problem (with the file:line of the path in the workflow) for each instance
-    path that a value leads out of where :class:`PathRule` allows."""
+    path that a value leads out of where :class:`PathRule` allows; ``rules``: each task
+    definition's."""
     needed: dict[int, list[tuple[Path, int, int, PathRule, str]]] = {}
-    for spec_index, template in enumerate(templates):
+    for spec_index, task_rules in enumerate(rules):
         harmless = _harmless(loaded, spec_index)
         checks = [
-            c
-            for c in (template.paths.checks if template.paths else ())
-            if not c[3].names <= harmless
+            c for c in (task_rules.checks if task_rules else ()) if not c[3].names <= harmless
         ]
         if checks:
             needed[spec_index] = checks
@@ -312,7 +327,7 @@ def _position(loaded: LoadedWorkflow, spec_index: int, where: Path) -> Path:
 
 def _problem(
     loaded: LoadedWorkflow,
-    inst: TaskInstance,
+    inst: PlannedPaths,
     where: Path,
     path: str,
     rule: PathRule,

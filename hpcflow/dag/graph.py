@@ -64,7 +64,7 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
         instances = _without_waiting(loaded, templates, instances, waiting_on)
     waiting = {i: _why_waiting(loaded, i, on) for i, on in waiting_on.items()}
     problems: list[SpecProblem] = []
-    check_paths(loaded, templates, instances, problems)
+    check_paths(loaded, [t.paths for t in templates], instances, problems)
     if problems:
         raise SpecError(problems)
     _check_unique_ids(loaded, instances, problems)
