@@ -37,7 +37,6 @@ import shutil
 import tempfile
 
 from hpcflow.worker.calls import TaskCall
-from hpcflow.worker.confine import may_remove
 from hpcflow.worker.logfiles import ensure_dir
 
 log = logging.getLogger(__name__)
@@ -140,12 +139,6 @@ class Scratch:
         if missing:
             self._quarantine()
             return "exited 0 but did not create: " + ", ".join(missing[:5])
-        refused = [dest for dest in self.call.outputs if not may_remove(dest, self.call.confine)]
-        if refused:
-            self._quarantine()
-            return "scratch: outputs outside the workflow are not replaced: " + ", ".join(
-                refused[:5]
-            )
         staged: list[tuple[str, str]] = []
         try:
             for dest, src in zip(self.call.outputs, self.inner.outputs, strict=True):
