@@ -85,7 +85,9 @@ def value_text(value: object) -> str:
 
 
 def shell_quote(value: object) -> str:
-    """Quote a value for bash; lists become several quoted words."""
+    """Quote a value for unquoted bash text; lists become several quoted words. Safe only
+    there: a ``command:`` quotes each placeholder for its own quoting context instead
+    (:mod:`hpcflow.spec.shell_context`)."""
     if type(value) is int:
         return str(value)  # digits and a minus sign: what shlex.quote leaves as it is
     if isinstance(value, list | tuple):

@@ -4,9 +4,11 @@ value is written there so that bash reads back exactly its bytes and never code.
 A value is data. :func:`classify` reads a command template the way bash reads it,
 far enough to tell each placeholder's context:
 
-* **unquoted** (also in ``$(…)``, ``(…)``, ``<(…)``, ``[[ … ]]``, a comment, a case
-  pattern): written as one quoted word per value (lists: one word per item), with a
-  newline as ``$'\\n'``, so the rendered text holds no newline;
+* **unquoted** (also in ``$(…)``, ``(…)``, ``<(…)``, a comment, a case word or
+  pattern): one word per value (a list: one per item), bare when it is only letters,
+  digits and ``_@%+=:./-``, else single-quoted with a newline as ``$'\\n'``, so the
+  rendered text holds no newline a comment could end at;
+* **unquoted in [[ … ]]**: always quoted, so never a pattern or a regular expression;
 * **inside "…"** (also ``"$(… "…" …)"`` nesting): ``\\``, ``$``, `````, ``"`` are
   backslash-escaped;
 * **inside '…'**: each ``'`` becomes ``'\\''``;
@@ -14,7 +16,8 @@ far enough to tell each placeholder's context:
 
 Where no quoting is safe, the placeholder is **refused** (:class:`Refusal`, reported by
 ``hpcflow validate`` and ``run`` at the command's file:line): in backticks, ``$((…))``,
-``((…))``, ``$[…]``, ``${…}``, an array subscript, a here-document's body, right after
+``((…))``, ``$[…]``, ``${…}``, an array subscript (``a[{i}]=…``, ``a=([{i}]=…)``: bash
+evaluates it as arithmetic), a here-document's body, right after
 ``\\``, ``$`` or ``~``, inside a ``[[ … ]]`` that compares numbers or tests ``-v``/``-R``
 (bash evaluates those operands as arithmetic, which runs ``$(…)`` in array subscripts),
 and anywhere after text this lexer cannot follow (quotes inside ``${…}``, a ``case`` in
@@ -184,8 +187,9 @@ class _Lexer:
                     word_start = False
                     continue
                 m = _NAME_SUBSCRIPT.match(text, self.i)
-                if m:
-                    self.i = m.end()
+                if m or (c == "[" and self.peek(1) not in ("", " ", "\t", "\n", "[")):
+                    # a[i]=… or, in a compound assignment a=([i]=…), an arithmetic index
+                    self.i = m.end() if m else self.i + 1
                     self.subscript()
                     word_start = False
                     continue

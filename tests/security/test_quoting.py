@@ -72,6 +72,8 @@ CONTEXTS: list[tuple[str, object]] = [
     ('printf %s "$(case a in a) printf %s {v};; esac)" > out', None),
     ("[[ {v} -eq 1 ]]; printf %s {v} > out", None),
     ("a[{v}]=1; printf %s {v} > out", None),
+    ("a=([{v}]=1); printf %s {v} > out", None),
+    ('[[ -v "{v}" ]]; printf %s {v} > out', None),
     ('printf %s ${x:-"a"} {v} > out', None),
 ]
 # The hex case: the value through a pipe and a command substitution, compared as hex.
