@@ -22,7 +22,7 @@ from hpcflow.engine.prepare import RunOptions, prepare
 from hpcflow.errors import SubmitError
 from hpcflow.modes.jobs import run_jobs
 from hpcflow.settings import resolve_profile
-from tests.conftest import HOSTILE_VALUES, write_workflow
+from tests.conftest import HOSTILE_VALUES, processes_with, write_workflow
 from tests.integration.slurm.conftest import queue_drains, queued_jobs, run_logs
 
 pytestmark = pytest.mark.slurm
@@ -254,14 +254,18 @@ tasks:
 
 
 def test_cancel_stops_the_jobs_and_the_run(tmp_path, slurm_env, hpcflow_slurm, slurm_cluster):
+    # Jobs mode has no --detach (test_detach_is_refused_with_a_hint): cancel comes from
+    # another command while the run is followed. The naps carry a marker in their command
+    # line, so that the processes themselves are seen to end.
+    marker = f"120.{time.time_ns() % 10**9:09d}"
     wf = write_workflow(
         tmp_path,
-        """
+        f"""
 name: long
 tasks:
   - name: nap
-    foreach: {i: [1, 2]}
-    command: sleep 120
+    foreach: {{i: [1, 2]}}
+    command: sleep {marker}
   - name: after
     needs: [nap]
     command: "true"
@@ -273,7 +277,7 @@ tasks:
         env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # two jobs to start on a loaded machine
         status: dict = {}
         while time.monotonic() < deadline:
             listing = hpcflow_slurm("status", "--json")
@@ -283,14 +287,20 @@ tasks:
                     break
             time.sleep(0.3)
         assert status["counts"]["nap"] == {"running": 2}, status
+        deadline = time.monotonic() + 60
+        while len(processes_with(marker)) < 2:  # the jobs' scripts start them
+            assert time.monotonic() < deadline, "the naps did not start in 60 s"
+            time.sleep(0.3)
         cancelled = hpcflow_slurm("cancel", status["run_id"])
         assert cancelled.returncode == 0, cancelled.output
+        assert "Traceback" not in cancelled.stderr, cancelled.stderr
         out, err = proc.communicate(timeout=30)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
     assert proc.returncode == 130, out + err
+    assert "Traceback" not in err, err
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline and queued_jobs(slurm_cluster):
         time.sleep(0.3)
@@ -299,6 +309,10 @@ tasks:
     assert final["status"] == "cancelled"
     assert final["counts"] == {"nap": {"cancelled": 2}, "after": {"cancelled": 1}}
     assert {a["state"] for a in final["allocations"]} == {"cancelled"}
+    deadline = time.monotonic() + 30
+    while processes_with(marker):
+        assert time.monotonic() < deadline, "the naps still run 30 s after the cancel"
+        time.sleep(0.3)
 
 
 def test_detach_is_refused_with_a_hint(example, hpcflow_slurm):
