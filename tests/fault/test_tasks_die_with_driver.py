@@ -1,7 +1,8 @@
 """A local driver is SIGKILLed while shell, MPI and Python tasks run: its tasks die with
 it, and the immediate re-run never has two attempts of one task alive at once.
 
-The shell tasks each leave a daemon too (``setsid … &``), the MPI task runs two ranks
+The shell tasks each leave a daemon too (``(setsid … &)``: a double fork, so it is
+nobody's child), the MPI task runs two ranks
 under Open MPI's ``mpirun``, and each Python task starts a child process.
 
 Every attempt writes to a side-effect file of its task, outside hpcflow's state:
@@ -47,6 +48,9 @@ import os, random, subprocess, sys, time
 
 
 def wait(i, effects, gate, waiter, marker):
+    if marker.startswith("@"):  # the marker is in that file
+        with open(marker[1:]) as fh:
+            marker = fh.read().strip()
     log = os.path.join(effects, f"py-{i}.log")
     attempt = f"{os.getpid()}.{random.getrandbits(32)}"
     with open(log, "a") as fh:
@@ -71,7 +75,7 @@ tasks:
     command: >-
       a=$BASHPID.$RANDOM;
       echo "start $a $EPOCHREALTIME $BASHPID" >> {effects}/sh-{{i}}.log;
-      setsid {python} {waiter} {effects}/sh-{{i}}.log ${{a}}c {gate} {marker} &
+      (setsid {python} {waiter} {effects}/sh-{{i}}.log ${{a}}c {gate} {marker} &);
       {python} {waiter} {effects}/sh-{{i}}.log $a {gate} {marker};
       echo "end $a $EPOCHREALTIME" >> {effects}/sh-{{i}}.log
   - name: mpi
@@ -254,4 +258,70 @@ def test_a_rerun_ends_what_a_killed_run_left_before_it_starts_anything(tmp_path,
     for task in ("sh[i=0]", "sh[i=1]", "mpi"):
         assert task in killed.stderr, killed.stderr
     for task, lives in killed.attempts.items():
+        assert [life.ended for life in lives] == [False, True], (task, lives)
+
+
+@pytest.mark.slurm
+def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster):
+    """The same tasks in a 3-node pilot allocation; its driver rank gets SIGKILL. The
+    tasks run in other PID namespaces, so what is alive is found by the marker each run's
+    waiters carry (read from a file when they start: the first run's and the re-run's
+    differ, the workflow does not).
+
+    Here the allocation's head ends the allocation when its driver dies, and SLURM and
+    the workers' nannies kill the tasks: this passes without the guardians too (it fails
+    when the head goes on without its driver)."""
+    from tests.fault.test_driver_killed import kill_pilot_driver
+
+    effects, gate, marker_file = tmp_path / "effects", tmp_path / "gate", tmp_path / "marker"
+    effects.mkdir()
+    waiter = tmp_path / "dwd_waiter.py"
+    waiter.write_text(WAITER)
+    (tmp_path / "dwd_tasks.py").write_text(MODULE)
+    text = WORKFLOW.format(
+        effects=effects, gate=gate, waiter=waiter, python=sys.executable,
+        marker=f"$(cat {marker_file})",
+    )  # fmt: skip
+    text = text.replace(f"marker: $(cat {marker_file})", f"marker: '@{marker_file}'")
+    wf = write_workflow(tmp_path, text)
+    first_marker = f"hpcflow-dwd-pilot-{time.time_ns()}"
+    marker_file.write_text(first_marker)
+    args = [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
+            "--profile", "slurm-test", "--nodes", "3"]  # fmt: skip
+    first = subprocess.Popen(
+        args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    rerun: subprocess.Popen[str] | None = None
+    try:
+        kill_pilot_driver(
+            first,
+            tmp_path,
+            slurm_cluster,
+            lambda: all(lives for lives in attempts(effects).values()),
+            "all five tasks of the first run to start",
+        )
+        assert left_with(first_marker, timeout=5) == [], "tasks outlived their pilot driver"
+        marker_file.write_text(f"hpcflow-dwd-pilot-{time.time_ns()}")
+        rerun = subprocess.Popen(
+            args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        wait_for(
+            lambda: (
+                all(len(lives) >= 2 for lives in attempts(effects).values())
+                or rerun.poll() is not None
+            ),
+            240,
+            "all five tasks of the re-run to start",
+        )
+        gate.touch()
+        out, err = rerun.communicate(timeout=240)
+        assert rerun.returncode == 0, out + err
+    finally:
+        gate.touch()
+        if rerun is not None and rerun.poll() is None:
+            rerun.kill()
+            rerun.wait()
+    found = attempts(effects)
+    assert overlaps(found) == []
+    for task, lives in found.items():
         assert [life.ended for life in lives] == [False, True], (task, lives)
