@@ -245,30 +245,20 @@ class _Lexer:
             else:
                 self.i += 1
 
-    def single(self) -> None:
+    def single(self, context: Context = Context.SINGLE) -> None:
+        """Inside '…' (or $'…', ``Context.ANSI``, where a backslash escapes), up to its
+        closing quote."""
         text = self.text
+        backslashes = context is Context.ANSI
         while self.i < len(text):
             c = text[self.i]
-            if c == "'":
-                self.i += 1
-                return
-            if c == MARK:
-                self.mark(Context.SINGLE)
-            else:
-                self.i += 1
-        raise _Lost
-
-    def ansi(self) -> None:
-        text = self.text
-        while self.i < len(text):
-            c = text[self.i]
-            if c == "\\":
+            if c == "\\" and backslashes:
                 self.escape()
             elif c == "'":
                 self.i += 1
                 return
             elif c == MARK:
-                self.mark(Context.ANSI)
+                self.mark(context)
             else:
                 self.i += 1
         raise _Lost
@@ -309,7 +299,7 @@ class _Lexer:
             self.parameter()
         elif self.startswith("$'") and not quoted:
             self.i += 2
-            self.ansi()
+            self.single(Context.ANSI)
         elif self.startswith('$"') and not quoted:
             self.i += 2
             self.double()
@@ -504,7 +494,7 @@ _QUOTERS: dict[Context, Callable[[object], str]] = {
 }
 
 
-class UnsafeCommand(ValueError):
+class UnsafeCommand(HpcflowError):
     """A command with a placeholder no quoting makes safe (validation refuses these)."""
 
 
@@ -521,7 +511,7 @@ class ShellTemplate:
         contexts = classify(template)
         bad = [c for c in contexts if isinstance(c, Refusal)]
         if bad:
-            raise UnsafeCommand(f"placeholder {{{bad[0].name}}}: {bad[0].reason}")
+            raise UnsafeCommand(f"placeholder {{{bad[0].name}}}: {bad[0].reason}", hint=bad[0].hint)
         return cls(template.parts, tuple(_QUOTERS[c] for c in contexts))  # type: ignore[index]
 
     @property
