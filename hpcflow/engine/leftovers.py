@@ -170,17 +170,22 @@ def _survivors(record: Record) -> dict[int, int]:
 
 def marked(mark: str) -> list[int]:
     """The processes whose environment carries ``mark`` (:data:`MARK_VAR`)."""
-    needle = f"\0{MARK_VAR}={mark}\0".encode()
+    prefix, token = f"{MARK_VAR}=".encode(), mark.encode()
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as fh:
-                if needle in b"\0" + fh.read():
-                    found.append(int(name))
+                data = fh.read()
         except OSError:
             continue
+        # Its marks: one per run it runs under (a run inside a task of another run).
+        if any(
+            entry.startswith(prefix) and token in entry[len(prefix) :].split(b":")
+            for entry in data.split(b"\0")
+        ):
+            found.append(int(name))
     return found
 
 

@@ -45,7 +45,7 @@ import os, signal, sys, time
 for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE"):
     signal.signal(getattr(signal, name), signal.SIG_IGN)
 token = sys.argv[1].encode()
-mark = b"\0" + b"%s=%s\0" % (sys.argv[2].encode(), token)
+prefix = sys.argv[2].encode() + b"="
 groups = set()
 pending = b""
 while True:
@@ -68,10 +68,12 @@ def marked():
             continue
         try:
             with open("/proc/%s/environ" % name, "rb") as fh:
-                if mark in b"\0" + fh.read():
-                    found.append(int(name))
+                data = fh.read()
         except OSError:
             continue
+        for entry in data.split(b"\0"):
+            if entry.startswith(prefix) and token in entry[len(prefix) :].split(b":"):
+                found.append(int(name))
     return found
 
 
@@ -144,8 +146,14 @@ class Guardian:
         return {MARK_VAR: self.token}
 
     def with_env(self, env: dict[str, str] | None) -> dict[str, str]:
-        """``env`` (None: this process's environment) with this process's token added."""
-        return {**(os.environ if env is None else env), **self.env()}
+        """``env`` (None: this process's environment) with this process's mark added to
+        the marks it has (a run inside a task of another run: its tasks die with either)."""
+        base = os.environ if env is None else env
+        mine = self.env().get(MARK_VAR)
+        if not mine:
+            return dict(base)
+        outer = base.get(MARK_VAR)
+        return {**base, MARK_VAR: f"{outer}:{mine}" if outer and mine not in outer else mine}
 
     def watch(self, pgid: int) -> None:
         """Kill process group ``pgid`` too if this process dies before :meth:`forget`."""

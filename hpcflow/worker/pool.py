@@ -34,7 +34,7 @@ from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import LIVE, kill_running
-from hpcflow.worker.guardian import GUARDIAN
+from hpcflow.worker.guardian import GUARDIAN, MARK_VAR
 from hpcflow.worker.lifelines import die_with, die_with_parent, start_ticks
 from hpcflow.worker.nomain import worker_context
 from hpcflow.worker.shells import SHELLS
@@ -72,6 +72,12 @@ def _worker_start(workdir: str, token: dict[str, str], driver: int, ticks: int |
     os.chdir(workdir)
 
 
+def _marks() -> dict[str, str]:
+    """The guardian's mark (:mod:`hpcflow.worker.guardian`) a worker's tasks carry."""
+    mark = GUARDIAN.with_env(None).get(MARK_VAR)
+    return {MARK_VAR: mark} if mark else {}
+
+
 def in_worker(call: TaskCall) -> bool:
     """Whether a call runs in a Python worker: a Python call without a timeout (a call
     with one runs as a child process, which the timeout can kill)."""
@@ -103,7 +109,7 @@ class PythonWorkers:
                     self.size,
                     mp_context=context,
                     initializer=_worker_start,
-                    initargs=(self.workdir, GUARDIAN.env(), os.getpid(), start_ticks(os.getpid())),
+                    initargs=(self.workdir, _marks(), os.getpid(), start_ticks(os.getpid())),
                 )
             return self._pool
 
