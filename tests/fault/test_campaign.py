@@ -1,0 +1,55 @@
+"""A short seeded fault campaign (tests/fault/campaign.py): random faults at random
+instants in a 46-task workflow, each followed by a re-run, checked from the lines the
+tasks themselves wrote. The recorded long campaign is in docs/reliability.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.fault.campaign import SLOTS, Line, campaign, check, expected_outputs
+
+#: Iterations in the suite; `python -m tests.fault.campaign --iterations 200` runs more.
+ITERATIONS = 6
+SEED = 20261207
+
+
+def test_a_short_seeded_campaign_has_no_violations(tmp_path: Path) -> None:
+    done = campaign(ITERATIONS, SEED, tmp_path)
+    assert {it.fault for it in done} == {"driver", "task"}
+    assert {it.engine for it in done} == {"pool", "dask"}
+    problems = [(it.number, it.engine, it.fault, it.verdict.violations) for it in done]
+    assert not any(v for *_, v in problems), problems
+
+
+def _write_outputs(folder: Path) -> None:
+    for name, text in expected_outputs().items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+
+
+def test_the_checks_catch_what_they_name(tmp_path: Path) -> None:
+    """The checker itself: overlapping attempts, an orphan ending after the re-run began,
+    too many ended tasks run again, and a wrong output are each reported."""
+    from tests.fault.campaign import TASKS
+
+    _write_outputs(tmp_path)
+    fault, rerun = 100.0, 110.0
+    clean = [Line("start", t, f"{t}-a", 1.0) for t in TASKS] + [
+        Line("end", t, f"{t}-a", 2.0) for t in TASKS
+    ]
+    assert check(clean, fault, rerun, tmp_path).violations == []
+
+    overlap = clean + [Line("start", "sh1", "b", 1.5), Line("end", "sh1", "b", 3.0)]
+    assert any("alive at once" in v for v in check(overlap, fault, rerun, tmp_path).violations)
+
+    orphan = clean + [Line("start", "sh2", "o", 99.0), Line("end", "sh2", "o", 111.0)]
+    assert any("ended after" in v for v in check(orphan, fault, rerun, tmp_path).violations)
+
+    late = clean + [Line("start", "sh3", "l", 105.0)]
+    assert any("after the fault" in v for v in check(late, fault, rerun, tmp_path).violations)
+
+    again = clean + [Line("start", t, f"{t}-r", 120.0) for t in TASKS[: SLOTS + 1]]
+    assert any("ran again" in v for v in check(again, fault, rerun, tmp_path).violations)
+
+    (tmp_path / "last.txt").write_text("wrong\n")
+    assert any("last.txt" in v for v in check(clean, fault, rerun, tmp_path).violations)
