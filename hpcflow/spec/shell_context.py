@@ -437,14 +437,18 @@ def _text(value: object) -> str:
     return text  # type: ignore[return-value]
 
 
-def _word(text: str) -> str:
-    """``text`` (no NUL) as one unquoted shell word with no newline in it."""
-    if _bare(text):
-        return text
+def _quoted(text: str) -> str:
+    """``text`` (no NUL) single-quoted, with a newline as ``$'\\n'``: one word, no
+    newline in it."""
     quoted = "'" + text.replace("'", "'\\''") + "'"
-    if "\n" in quoted:
+    if "\n" in text:
         quoted = quoted.replace("\n", "'$'\\n''")
     return quoted
+
+
+def _word(text: str) -> str:
+    """``text`` (no NUL) as one unquoted shell word with no newline in it."""
+    return text if _bare(text) else _quoted(text)
 
 
 def quote_unquoted(value: object) -> str:
@@ -453,7 +457,7 @@ def quote_unquoted(value: object) -> str:
     if kind is str:
         if _bare(value):  # type: ignore[call-overload]
             return value  # type: ignore[return-value]
-        return _word(_text(value))
+        return _quoted(_text(value))
     if kind is int:
         return str(value)
     if isinstance(value, list | tuple):
@@ -463,16 +467,17 @@ def quote_unquoted(value: object) -> str:
 
 def quote_word(value: object) -> str:
     """One quoted word, even where a bare one would do (a pattern's place)."""
-    text = _text(value)
-    return "'" + text.replace("'", "'\\''").replace("\n", "'$'\\n''") + "'"
+    return _quoted(_text(value))
 
 
 _DOUBLE_SPECIAL = re.compile(r'([\\$`"])')
+_double_special = _DOUBLE_SPECIAL.search
 
 
 def quote_double(value: object) -> str:
     """The value's bytes inside "…"."""
-    return _DOUBLE_SPECIAL.sub(r"\\\1", _text(value))
+    text = _text(value)
+    return _DOUBLE_SPECIAL.sub(r"\\\1", text) if _double_special(text) else text
 
 
 def quote_single(value: object) -> str:
