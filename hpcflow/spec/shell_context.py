@@ -84,7 +84,9 @@ class _Lexer:
         self.i = 0
         self.k = 0  # placeholders seen
         self.found: list[Context | Refusal] = []
-        self.heredocs: list[str] = []  # delimiters whose bodies start at the next newline
+        #: (delimiter, <<- strips tabs, unquoted: a backslash joins lines) of the
+        #: here-documents whose bodies start at the next newline
+        self.heredocs: list[tuple[str, bool, bool]] = []
         self.escaped = -1  # where the last backslash-escaped character is
 
     def escape(self) -> None:
@@ -365,7 +367,8 @@ class _Lexer:
     def heredoc_start(self) -> None:
         """At ``<<``: note the here-document's delimiter (its body follows the line)."""
         self.i += 2
-        if self.peek() == "-":
+        strip_tabs = self.peek() == "-"
+        if strip_tabs:
             self.i += 1
         while self.peek() in (" ", "\t"):
             self.i += 1
@@ -379,11 +382,12 @@ class _Lexer:
         delimiter = word.replace("'", "").replace('"', "")
         if not delimiter or word.count("'") % 2 or word.count('"') % 2:
             raise _Lost
-        self.heredocs.append(delimiter)
+        self.heredocs.append((delimiter, strip_tabs, delimiter == word))
 
     def heredoc_bodies(self) -> None:
+        """The bodies of the here-documents noted on the line that just ended."""
         text = self.text
-        for delimiter in self.heredocs:
+        for delimiter, strip_tabs, continues in self.heredocs:
             while True:
                 if self.i >= len(text):
                     raise _Lost
@@ -401,8 +405,10 @@ class _Lexer:
                     )
                     self.k += 1
                 self.i = end + 1
-                if line.lstrip("\t") == delimiter:
+                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
                     break
+                if continues and line.endswith("\\"):
+                    raise _Lost  # (unquoted delimiter: the next line joins this one)
         self.heredocs = []
 
 

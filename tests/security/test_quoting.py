@@ -61,6 +61,8 @@ CONTEXTS: list[tuple[str, object]] = [
     # Refused: no quoting makes these safe.
     ("cat > out <<EOF\n{v}\nEOF", None),
     ("cat > out <<'EOF'\n{v}\nEOF", None),
+    ("cat > /dev/null <<EOF\n\tEOF\nprintf %s {v} > out\nEOF", None),  # still the body
+    ("cat > /dev/null <<EOF\na\\\nEOF\nprintf %s {v} > out\nEOF", None),  # joined lines
     ("printf %s `printf %s {v}` > out", None),
     ("printf %s $(( {v} )) > out", None),
     ("(( x = {v} )); printf %s $x > out", None),
