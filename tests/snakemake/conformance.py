@@ -395,10 +395,27 @@ def compare(
     return report
 
 
+def sample(every: int, version: str | None = None, cache: Path | None = None) -> list[str]:
+    """The CI subset (``test_conformance.py``) and every ``every``-th qualifying test."""
+    if str(REPO) not in sys.path:  # run as a script
+        sys.path.insert(0, str(REPO))
+    from tests.snakemake.test_conformance import FIXED, SAMPLE, UPSTREAM_DIFFERENCES
+
+    root = sdist_tests(version, cache)
+    qualifying = qualifying_tests(root / "tests" / "tests.py")
+    chosen = [*FIXED, *UPSTREAM_DIFFERENCES, *SAMPLE, *qualifying[every - 1 :: every]]
+    return list(dict.fromkeys(chosen))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", nargs="*", help="these test functions only")
     parser.add_argument("-k", dest="keyword", help="qualifying tests whose name has this")
+    parser.add_argument(
+        "--every",
+        type=int,
+        help="the CI subset (tests/snakemake/test_conformance.py) and every Nth qualifying test",
+    )
     parser.add_argument("--version", help="Snakemake version (default: the installed one)")
     parser.add_argument("--cache", type=Path, help="sdist cache (default ~/.cache/hpcflow)")
     parser.add_argument("--workdir", type=Path, default=Path("conformance-out"))
@@ -414,8 +431,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\n".join(names))
         print(f"{len(names)} qualifying tests", file=sys.stderr)
         return 0
+    tests = args.tests
+    if args.every:
+        tests = sample(args.every, args.version, args.cache)
     report = compare(
-        args.tests,
+        tests,
         keyword=args.keyword,
         workdir=args.workdir.resolve(),
         version=args.version,
