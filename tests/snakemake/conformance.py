@@ -228,6 +228,8 @@ def run_side(
     env["HPCFLOW_CONFORMANCE_EXECUTOR"] = executor
     env["HPCFLOW_CONFORMANCE_JOBS"] = str(jobs)
     env["PYTHONPATH"] = str(HERE / "swap")
+    # The hundreds of hpcflow runs are listed in an index of their own, not the user's.
+    env["HPCFLOW_HOME"] = str(workdir / "hpcflow-home")
     for name in ("HPCFLOW_PROFILE", "SNAKEMAKE_PROFILE", "SNAKEMAKE_OUTPUT_CACHE"):
         env.pop(name, None)
     ids = [f"tests/tests.py::{name}" for name in tests]
