@@ -54,6 +54,7 @@ class CallFactory:
     #: Producers (``from:``) that this run does not run: the run that holds each value.
     value_runs: dict[int, RunPaths] = field(default_factory=dict)
     _received: set[int] | None = None
+    _key_file: str | None = None
     #: The tasks' software environments (containers, modules, venvs) on this site.
     environments: Environments = field(default_factory=Environments)
     #: Tasks whose last attempt its checkpoint signal interrupted: they run again with
@@ -65,6 +66,14 @@ class CallFactory:
         planned during the run (same task definitions; instances keep their numbers)."""
         self.graph = graph
         self._received = None
+
+    def _value_key(self) -> str:
+        """The run's value key file, for the calls that values flow through."""
+        if self._key_file is None:
+            if self.paths is None:
+                raise RuntimeError("CallFactory needs run paths to locate values")
+            self._key_file = str(self.paths.value_key)
+        return self._key_file
 
     def launched_locally(self, resources: Resources) -> bool:
         """Whether an MPI task with ``resources`` starts on its worker's own node (with
@@ -261,6 +270,7 @@ class CallFactory:
             program = argv or [] if kind == "argv" else ["bash", "-c", command or ""]
             argv = [*outer, *prefix, *inner, *program]
             kind, command = "argv", None
+        values_in = self.values_in(inst) if kind == "python" else None
         return TaskCall(
             index=inst.index,
             attempt=attempt,
@@ -281,10 +291,11 @@ class CallFactory:
             task_id=inst.id,
             fingerprint=fingerprint,
             journal=self.journal,
-            values_in=self.values_in(inst) if kind == "python" else None,
+            values_in=values_in,
             received=received,
             value_out=self.paths.value(slug) if received else "",
-            value_key=str(self.paths.value_key) if kind == "python" else "",
+            # Only a call that values flow through needs the key (one string for all).
+            value_key=self._value_key() if received or values_in else "",
             wrap=[*outer, *inner] if kind == "python" and (outer or inner) else None,
             python_exe=python_exe,
             gpus=resources.gpus,
