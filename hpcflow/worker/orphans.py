@@ -9,6 +9,10 @@ become its children, and every half second it kills their process groups and rea
 
 Orphans are recognised without any bookkeeping in the task path: task processes live in
 sessions of their own, while the nanny's worker process shares the nanny's session.
+
+Where there is no nanny (the pool engine's driver, a killed driver whose workers die with
+it, a nanny killed together with its worker), each process that starts tasks has a
+guardian that kills them when it dies (:mod:`hpcflow.worker.guardian`).
 """
 
 from __future__ import annotations
