@@ -121,6 +121,8 @@ class Guardian:
 
     def _start(self) -> None:
         token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        if not sys.executable:  # an embedded interpreter names no program to start
+            raise OSError("no Python interpreter to start the guardian with")
         proc = subprocess.Popen(
             [sys.executable, "-c", _WATCH, token, MARK_VAR],
             stdin=subprocess.PIPE,
