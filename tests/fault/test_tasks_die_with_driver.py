@@ -2,8 +2,8 @@
 it, and the immediate re-run never has two attempts of one task alive at once.
 
 The shell tasks each leave a daemon too (``(setsid … &)``: a double fork, so it is
-nobody's child), the MPI task runs two ranks
-under Open MPI's ``mpirun``, and each Python task starts a child process.
+nobody's child), the MPI task runs two ranks under Open MPI's ``mpirun``, and each
+Python task starts a child process.
 
 Every attempt writes to a side-effect file of its task, outside hpcflow's state:
 ``start <attempt> <time> <pid>`` when it starts, ``beat <attempt> <time> <pid>`` every
