@@ -375,16 +375,23 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
 
     from hpcflow.engine.drive import drive
     from hpcflow.engine.driver import PoolPlan
-    from hpcflow.engine.lifecycle import log_to
-    from hpcflow.engine.prepare import open_run
+    from hpcflow.engine.lifecycle import lease_lost, log_to
+    from hpcflow.engine.prepare import PreparedRun, open_run
     from hpcflow.envs.site import SiteEnvironment
+    from hpcflow.store.statedb import StateDB
 
     paths = RunPaths(run_dir)
     handler = log_to(paths.driver_log)
     client = None
     db = None
+    prepared: PreparedRun | None = None
+    drained = False
     try:
-        prepared, db, run_id = open_run(run_dir, SiteEnvironment.from_dict(config.software))
+        # Holds the workflow's lease for this run (or fails: another run holds it).
+        prepared, db, run_id = open_run(
+            run_dir, SiteEnvironment.from_dict(config.software), allocation=environment.job_id()
+        )
+        prepared.lock.on_lost = lease_lost(paths)
         prepared.factory.mpi_launcher = config.launcher
         prepared.factory.mpi = config.mpi
         if not config.task_pools:
@@ -432,18 +439,28 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             pools=pools,
         )
         prepared.memo.close()
+        drained = summary.drained
         log.info("run %s finished: %s", run_id, summary.totals)
         overhead = record_overhead(client, db)
         log.info("CPU seconds: %s", overhead)
         return 0
     except Exception as exc:  # the run must still end, and say why
         log.error("driver failed: %s\n%s", exc, traceback.format_exc())
-        if db is not None:
+        try:
+            if db is None:  # e.g. another run holds the workflow's lease: say so in the run
+                db = StateDB(paths.state_db)
             db.set_meta(status=RunStatus.FAILED, error=str(exc)[:2000], ended=time.time())
+        except Exception as again:  # (the state itself is unreadable: the log says why)
+            log.error("cannot record the failure in %s: %s", paths.state_db, again)
         return 1
     finally:
         if db is not None:
             db.close()
+        if prepared is not None:
+            if drained:  # a continuation allocation of this run follows: it takes the lease
+                prepared.lock.hand_over()
+            else:
+                prepared.lock.release()
         if client is not None:
             try:
                 client.shutdown()  # stops the scheduler and every worker: the allocation ends

@@ -139,6 +139,10 @@ class RunLife:
             self.prepared, self.options, backend=self.backend, extra=self.extra
         )
         self._handler = log_to(self._paths.driver_log)
+        # The workflow's lease names the run; should another run ever take it, this one
+        # stops as `hpcflow cancel` would stop it.
+        self.prepared.lock.set_run(self._run_id)
+        self.prepared.lock.on_lost = lease_lost(self._paths)
 
     @property
     def nothing_to_run(self) -> bool:
@@ -389,6 +393,16 @@ def make_run_dir(
         raise RunError(f"cannot create run directory {run_dir}: {exc}") from None
     register_run(run_id, run_dir, workflow, started)
     return paths
+
+
+def lease_lost(paths: RunPaths) -> Callable[[str], None]:
+    """What a run does when another run took the workflow's lease: it asks its own driver
+    to stop, as `hpcflow cancel` does (the driver sees the request within a second)."""
+
+    def stop(why: str) -> None:
+        write_json_atomic(paths.cancel_request, {"requested": time.time(), "lease_lost": why})
+
+    return stop
 
 
 def conclude(db: st.StateDB, summary: RunSummary, started: float) -> RunSummary:

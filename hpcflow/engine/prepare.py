@@ -6,7 +6,6 @@ import gc
 import json
 import logging
 import os
-import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -71,8 +70,8 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
     root = StateRoot.beside(workflow_file)
     key = workflow_key(workflow_file)
     lock = RunLock(root.lock_file(key))
-    if take_lock:
-        lock.acquire({"pid": os.getpid(), "host": socket.gethostname(), "run_id": "starting"})
+    if take_lock:  # the workflow's lease, held before the memo is opened for writing
+        lock.acquire({"run_id": "starting", "workflow": str(workflow_file.resolve())})
     try:
         if options.dry_run:  # decides as a run would, writes nothing
             memo = Memo.preview(root.memo_db, key, root.journal_dir(key))
@@ -215,13 +214,43 @@ def load_run_graph(paths: RunPaths) -> tuple[TaskGraph, dict[str, object]]:
 
 
 def open_run(
-    run_dir: Path, site: SiteEnvironment | None = None
+    run_dir: Path,
+    site: SiteEnvironment | None = None,
+    *,
+    take_lease: bool = True,
+    allocation: str | None = None,
 ) -> tuple[PreparedRun, st.StateDB, str]:
     """Reopen an existing run (inside its allocation, or for a continuation): the workflow as
-    submitted, the graph, and a decision that runs every task not yet succeeded."""
+    submitted, the graph, and a decision that runs every task not yet succeeded. Holds the
+    workflow's lease for the run (the driver runs in batch job ``allocation``) before
+    anything is written (raises
+    :class:`~hpcflow.errors.RunLockedError` when another run holds it)."""
     paths = RunPaths(run_dir)
     graph, info = load_run_graph(paths)
     original = Path(str(info["workflow"]))
+    run_id = str(info["run_id"])
+    root = StateRoot.beside(original)
+    key = workflow_key(original)
+    lock = RunLock(root.lock_file(key))
+    if take_lease:  # the lease its submitter took for this run: no other run may drive
+        lock.adopt(run_id, allocation)
+    try:
+        return _reopen(paths, graph, original, run_id, root, key, lock, site)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _reopen(
+    paths: RunPaths,
+    graph: TaskGraph,
+    original: Path,
+    run_id: str,
+    root: StateRoot,
+    key: str,
+    lock: RunLock,
+    site: SiteEnvironment | None,
+) -> tuple[PreparedRun, st.StateDB, str]:
     db = st.StateDB(paths.state_db)
     rows = db.tasks()
     if len(rows) > len(graph.instances) or any(r.id != graph.instances[r.idx].id for r in rows):
@@ -236,9 +265,6 @@ def open_run(
             for inst in graph.instances[len(rows) :]
         )  # fmt: skip
         rows = db.tasks()
-    run_id = str(info["run_id"])
-    root = StateRoot.beside(original)
-    key = workflow_key(original)
     memo = Memo(root.memo_db, key)
     environments = Environments(site or SiteEnvironment(), images=root.images)
     factory = CallFactory(graph, paths, environments=environments)
@@ -265,7 +291,7 @@ def open_run(
         ResumeDecision(run, reasons),
         factory,
         memo,
-        RunLock(root.lock_file(key)),
+        lock,
         root,
         key,
     )

@@ -43,6 +43,7 @@ from hpcflow.modes.pilot_pools import (
 )
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
+from hpcflow.store.lock import RunLock
 from hpcflow.store.paths import RunPaths
 from hpcflow.store.states import RunStatus
 from hpcflow.transport.certificates import create_credentials
@@ -70,8 +71,10 @@ def submit_allocation(
     *,
     retries: int = 3,
     sleep: Callable[[float], None] = time.sleep,
+    lock: RunLock | None = None,
 ) -> str:
-    """Render, write and submit; transient failures are retried with backoff."""
+    """Render, write and submit; transient failures are retried with backoff. ``lock``
+    (the workflow's lease) names the allocation at once: it is live while it is queued."""
     script = backend.render(plan.request)
     path = paths.allocation_script(number)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -87,6 +90,8 @@ def submit_allocation(
             log.warning("submission failed (%s); retrying in %.0fs", exc.message, delay)
             sleep(delay)
             delay = min(delay * 2, 30.0)
+    if lock is not None and backend.name != "allocation":  # (ours: a child of this process)
+        lock.note_allocations(backend.name, [native_id])
     submit.add_allocation(
         st.AllocationRow(
             native_id,
@@ -173,10 +178,13 @@ def run_pilot(
             companions: PoolCompanions | None = None
             try:
                 native_id = submit_allocation(
-                    backend, plan, paths, submit, 1, retries=profile.submit_retries
-                )
+                    backend, plan, paths, submit, 1, retries=profile.submit_retries,
+                    lock=prepared.lock,
+                )  # fmt: skip
                 if pools is not None:
-                    companions = _other_pools(backend, pools, paths, submit, base, graph)
+                    companions = _other_pools(
+                        backend, pools, paths, submit, base, graph, prepared.lock
+                    )
                     if follow.detach:
                         # Nobody follows the run to queue them when due: queue them now.
                         companions.submit_all()
@@ -189,6 +197,8 @@ def run_pilot(
             submit.set_meta(status=RunStatus.SUBMITTED)
             follow.submitted(native_id, paths)
             if follow.detach:
+                # The lease stays, naming the allocations: the driver inside takes it.
+                prepared.lock.hand_over()
                 return RunSummary(
                     run_id, paths, {RunStatus.SUBMITTED: 1}, elapsed=time.time() - life.started
                 )
@@ -196,7 +206,7 @@ def run_pilot(
             with st.StateDB(paths.state_db, readonly=True) as view:
                 return _follow(
                     view, submit, paths, run_id, backend, poller, profile, plan, native_id,
-                    follow.observer, life.started, companions,
+                    follow.observer, life.started, companions, prepared.lock,
                 )  # fmt: skip
 
 
@@ -207,6 +217,7 @@ def _other_pools(
     submit: st.SubmitDB,
     profile: Profile,
     graph: TaskGraph,
+    lock: RunLock | None = None,
 ) -> PoolCompanions:
     """The allocations of every pool but the head's (already queued), each queued when
     it is due. A pool whose allocation cannot be queued ends the run: the head allocation
@@ -216,7 +227,7 @@ def _other_pools(
         plan, number = companions.allocation_for(pool)
         try:
             return submit_allocation(
-                backend, plan, paths, submit, number, retries=profile.submit_retries
+                backend, plan, paths, submit, number, retries=profile.submit_retries, lock=lock
             )
         except BaseException:
             backend.cancel(submit_ids(submit))
@@ -303,6 +314,7 @@ def _follow(
     observer: Observer | None,
     started: float,
     companions: PoolCompanions | None = None,
+    lock: RunLock | None = None,
 ) -> RunSummary:
     """Wait for the allocation; continue it after a walltime stop (or a node failure)
     when the profile says so. ``db`` reads the run (the driver writes it); what this side
@@ -453,8 +465,9 @@ def _follow(
                         number,
                     )
                     current = submit_allocation(
-                        backend, plan, paths, submit, number, retries=profile.submit_retries
-                    )
+                        backend, plan, paths, submit, number, retries=profile.submit_retries,
+                        lock=lock,
+                    )  # fmt: skip
                     poller.track([current])
                     last = None
                     head = None
