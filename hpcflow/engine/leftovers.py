@@ -32,7 +32,7 @@ from pathlib import Path
 
 from hpcflow.errors import RunError
 from hpcflow.store.process import ProcessIdentity
-from hpcflow.worker.guardian import MARK_VAR
+from hpcflow.worker.guardian import marked
 from hpcflow.worker.leaders import SUFFIX
 from hpcflow.worker.lifelines import is_alive, start_ticks
 
@@ -165,27 +165,6 @@ def _survivors(record: Record) -> dict[int, int]:
             ticks = start_ticks(pid)
             if ticks is not None:  # (not one that has just ended)
                 found.setdefault(pid, ticks)
-    return found
-
-
-def marked(mark: str) -> list[int]:
-    """The processes whose environment carries ``mark`` (:data:`MARK_VAR`)."""
-    prefix, token = f"{MARK_VAR}=".encode(), mark.encode()
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as fh:
-                data = fh.read()
-        except OSError:
-            continue
-        # Its marks: one per run it runs under (a run inside a task of another run).
-        if any(
-            entry.startswith(prefix) and token in entry[len(prefix) :].split(b":")
-            for entry in data.split(b"\0")
-        ):
-            found.append(int(name))
     return found
 
 

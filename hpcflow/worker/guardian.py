@@ -30,6 +30,7 @@ import secrets
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +186,32 @@ class Guardian:
 GUARDIAN = Guardian()
 
 os.register_at_fork(after_in_child=GUARDIAN._forked)
+
+
+def marked_by(match: Callable[[list[str]], bool]) -> list[int]:
+    """The processes whose marks (:data:`MARK_VAR`, one per owner they run under) satisfy
+    ``match``."""
+    prefix = f"{MARK_VAR}=".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as fh:
+                data = fh.read()
+        except OSError:
+            continue
+        for entry in data.split(b"\0"):
+            if entry.startswith(prefix):
+                marks = entry[len(prefix) :].decode("ascii", "replace").split(":")
+                if match(marks):
+                    found.append(int(name))
+    return found
+
+
+def marked(mark: str) -> list[int]:
+    """The processes that carry ``mark``."""
+    return marked_by(lambda marks: mark in marks)
 
 
 def current_mark() -> str:

@@ -34,12 +34,15 @@ from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import LIVE, kill_running
-from hpcflow.worker.guardian import GUARDIAN, MARK_VAR
-from hpcflow.worker.lifelines import die_with, die_with_parent, start_ticks
+from hpcflow.worker.guardian import GUARDIAN, MARK_VAR, marked_by
+from hpcflow.worker.lifelines import die_with, die_with_parent, is_alive, start_ticks
 from hpcflow.worker.nomain import worker_context
 from hpcflow.worker.shells import SHELLS
 
 log = logging.getLogger(__name__)
+
+#: How a Python worker's own mark begins (then its pid and start ticks).
+WORKER_MARK = "pw"
 
 #: The one "worker" the driver sees when it asks where tasks run.
 ADDRESS = "pool://127.0.0.1"
@@ -68,8 +71,37 @@ def _worker_start(workdir: str, token: dict[str, str], driver: int, ticks: int |
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     die_with(driver, ticks)
-    os.environ.update(token)
+    # Its own mark too: what its tasks started is ended if it dies (end_orphans).
+    own = f"{WORKER_MARK}{os.getpid()}.{start_ticks(os.getpid())}"
+    mark = token.get(MARK_VAR)
+    os.environ[MARK_VAR] = f"{mark}:{own}" if mark else own
     os.chdir(workdir)
+
+
+def _of_dead_worker(marks: list[str]) -> bool:
+    """Whether one of ``marks`` is that of a Python worker that has ended."""
+    for mark in marks:
+        if mark.startswith(WORKER_MARK):
+            pid, _, ticks = mark[len(WORKER_MARK) :].partition(".")
+            if pid.isdigit() and ticks.isdigit() and not is_alive(int(pid), int(ticks)):
+                return True
+    return False
+
+
+def end_orphans() -> int:
+    """SIGKILL what the Python tasks of dead workers started (a worker killed mid-task
+    leaves its task's children running, beside the task's next attempt); how many."""
+    victims = [pid for pid in marked_by(_of_dead_worker) if pid != os.getpid()]
+    for pid in victims:
+        try:
+            if os.getpgid(pid) == pid:
+                os.killpg(pid, signal.SIGKILL)
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    if victims:
+        log.warning("killed %d process(es) that the tasks of a dead worker left", len(victims))
+    return len(victims)
 
 
 def _marks() -> dict[str, str]:
@@ -117,7 +149,14 @@ class PythonWorkers:
         with self._lock:
             if self._pool is broken:
                 self._pool = None
+        # Its workers end (the executor ends the others when one dies): wait for them.
+        processes = list(getattr(broken, "_processes", None) or {})
         broken.shutdown(wait=False, cancel_futures=True)
+        for pid in processes:
+            ticks = start_ticks(pid)
+            deadline = time.monotonic() + 5
+            while ticks is not None and is_alive(pid, ticks) and time.monotonic() < deadline:
+                time.sleep(0.05)
 
     def run(self, calls: list[TaskCall]) -> list[Outcome]:
         """Run ``calls`` in a worker; again on a fresh one if it dies (``retries``)."""
@@ -127,6 +166,7 @@ class PythonWorkers:
                 return pool.submit(run_chunk, calls).result()
             except BrokenProcessPool:
                 self._replace(pool)
+                end_orphans()  # before the tasks run again
                 if LIVE.cancelled:
                     raise
                 log.warning(
@@ -283,6 +323,8 @@ class PoolClient:
             self.python.kill()
         self._threads.shutdown(wait=True)
         self.python.close()
+        if LIVE.cancelled:
+            end_orphans()  # what the killed workers' tasks started
         SHELLS.close()  # the shared shells' work is done
 
 

@@ -106,11 +106,11 @@ class Attempt:
     pids: set[int] = field(default_factory=set)
 
 
-def attempts(effects: Path) -> dict[str, list[Attempt]]:
+def attempts(effects: Path, tasks: tuple[str, ...] = TASKS) -> dict[str, list[Attempt]]:
     """Each task's attempts from its side-effect file, in start order (a waiter child's
     lines, ``<attempt>c``, count as its attempt's)."""
     found: dict[str, list[Attempt]] = {}
-    for task in TASKS:
+    for task in tasks:
         path = effects / f"{task}.log"
         lives: dict[str, Attempt] = {}
         text = path.read_text() if path.exists() else ""
@@ -325,3 +325,73 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     assert overlaps(found) == []
     for task, lives in found.items():
         assert [life.ended for life in lives] == [False, True], (task, lives)
+
+
+#: A Python task whose first execution starts a child and then kills its own worker.
+DIES_ONCE = """
+import os, random, signal, subprocess, sys, time
+
+
+def dies_once(effects, gate, waiter, marker):
+    log = os.path.join(effects, "py-dies.log")
+    attempt = f"{os.getpid()}.{random.getrandbits(32)}"
+    with open(log, "a") as fh:
+        fh.write(f"start {attempt} {time.time()} {os.getpid()}\\n")
+    subprocess.Popen([sys.executable, waiter, log, attempt + "c", gate, marker])
+    died = os.path.join(effects, "died")
+    if not os.path.exists(died):
+        while open(log).read().count(" " + attempt + "c ") < 2:  # its child runs
+            time.sleep(0.02)
+        open(died, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    while not os.path.exists(gate):
+        time.sleep(0.05)
+    with open(log, "a") as fh:
+        fh.write(f"end {attempt} {time.time()}\\n")
+"""
+
+
+def test_what_a_python_task_started_dies_with_its_worker(tmp_path, env):
+    """Pool engine: a Python task starts a child, then its worker process is killed. The
+    chunk runs again on a fresh worker, but only once the dead worker's task's child is
+    gone: the two executions' lives do not overlap."""
+    marker = f"hpcflow-dwd-worker-{time.time_ns()}"
+    effects, gate = tmp_path / "effects", tmp_path / "gate"
+    effects.mkdir()
+    waiter = tmp_path / "dwd_waiter.py"
+    waiter.write_text(WAITER)
+    (tmp_path / "dwd_dies.py").write_text(DIES_ONCE)
+    wf = write_workflow(
+        tmp_path,
+        f"""
+name: dies-once
+tasks:
+  - name: py
+    python: dwd_dies:dies_once
+    params: {{effects: {effects}, gate: {gate}, waiter: {waiter}, marker: {marker}}}
+""",
+    )
+    run = start_run(wf, env, "pool")
+    log = effects / "py-dies.log"
+
+    def second_runs() -> bool:
+        """The second execution has started and its child has beaten a few times."""
+        lines = log.read_text().splitlines() if log.exists() else []
+        starts = [k for k, line in enumerate(lines) if line.startswith("start ")]
+        after = lines[starts[1] :] if len(starts) >= 2 else []
+        return sum(line.startswith("beat ") for line in after) >= 6
+
+    try:
+        wait_for(lambda: second_runs() or run.poll() is not None, 120, "the second execution")
+        gate.touch()
+        out, err = run.communicate(timeout=120)
+        assert run.returncode == 0, out + err
+    finally:
+        gate.touch()
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+            run.wait()
+    found = {"py-dies": attempts(effects, ("py-dies",))["py-dies"]}
+    assert [life.ended for life in found["py-dies"]] == [False, True], found
+    assert overlaps(found) == []
+    assert left_with(marker) == [], processes_with(marker)
