@@ -103,8 +103,9 @@ class LocalCluster:
             security=security,
             dashboard_address=None,
             # Any free loopback port: the default :8787 may be someone else's cluster's.
+            # (Workers' HTTP servers take their host, 127.0.0.1; a worker_dashboard_address
+            # would turn their dashboards on: bokeh's import, seconds per start.)
             scheduler_kwargs={"dashboard": False, "dashboard_address": LOOPBACK_ANY_PORT},
-            worker_dashboard_address=LOOPBACK_ANY_PORT,
             resources={"cpus": self.capacity.threads},
             silence_logs=logging.ERROR,
         )

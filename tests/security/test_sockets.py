@@ -52,7 +52,7 @@ async def rpc_attempt(address, security):
     conn = rpc(address, connection_args=security.get_connection_args("client") if security else {},
                timeout=5)
     try:
-        who = await asyncio.wait_for(conn.identity(), 10)
+        who = await asyncio.wait_for(conn.identity(), 8)
     except BaseException as exc:
         await conn.close_rpc()
         return f"refused: {type(exc).__name__}: {str(exc)[:200]}"
@@ -73,7 +73,7 @@ async def client_attempt(address, security):
             out.append(await client.submit(plant, pure=False))
             return f"CONNECTED {out!r}"
     try:
-        return await asyncio.wait_for(use(), 20)
+        return await asyncio.wait_for(use(), 12)
     except BaseException as exc:  # (a refused handshake may surface as a cancellation)
         return f"refused: {type(exc).__name__}: {str(exc)[:200]}"
 
@@ -157,6 +157,16 @@ def _listening(root_pid: int) -> list[tuple[str, int, int]]:
     return sorted(found)
 
 
+def _named_unix_sockets(root_pid: int) -> list[str]:
+    """Unix sockets with a name (a path, or an abstract name) in the tree: ones that others
+    could connect to. Unnamed socket pairs (the warm runner's) have none."""
+    root = psutil.Process(root_pid)
+    pids = {root.pid} | {p.pid for p in root.children(recursive=True)}
+    return sorted(
+        str(c.laddr) for c in psutil.net_connections(kind="unix") if c.pid in pids and c.laddr
+    )
+
+
 def _attack(attacker: Account, sockets: list[tuple[str, int, int]], canary: Path) -> list[dict]:
     targets = [[host, port] for host, port, _ in sockets]
     done = attacker.run(
@@ -219,6 +229,7 @@ class HeldRun:
             # nanny) an HTTP port: none found would mean the test looked in the wrong place.
             assert len(sockets) >= 3, sockets
             assert all(host == "127.0.0.1" for host, _, _ in sockets), sockets
+            assert _named_unix_sockets(proc.pid) == []
             report = _attack(attacker, sockets, self.canary)
             assert {(e["host"], e["port"]) for e in report} == {(h, p) for h, p, _ in sockets}
             _nothing_got_through(report, self.canary)
