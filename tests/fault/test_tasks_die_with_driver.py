@@ -155,6 +155,16 @@ def alive(pids: set[int], since: float) -> list[str]:
     return living
 
 
+def scene(tmp_path: Path, module: str, text: str) -> tuple[Path, Path, Path]:
+    """The side-effect folder, the gate (not there yet), the waiter script, and the
+    Python tasks' module ``module`` (``text``) in ``tmp_path``."""
+    effects, gate, waiter = tmp_path / "effects", tmp_path / "gate", tmp_path / "dwd_waiter.py"
+    effects.mkdir()
+    waiter.write_text(WAITER)
+    (tmp_path / f"{module}.py").write_text(text)
+    return effects, gate, waiter
+
+
 def start_run(wf: Path, env: dict[str, str], engine: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
@@ -179,11 +189,7 @@ def kill_and_rerun(tmp_path: Path, env: dict[str, str], engine: str, guardians: 
     all five tasks run, start the re-run at once, and open the gate once the re-run's
     five tasks run too (or it gave up)."""
     marker = f"hpcflow-dwd-{engine}-{time.time_ns()}"
-    effects, gate = tmp_path / "effects", tmp_path / "gate"
-    effects.mkdir()
-    waiter = tmp_path / "dwd_waiter.py"
-    waiter.write_text(WAITER)
-    (tmp_path / "dwd_tasks.py").write_text(MODULE)
+    effects, gate, waiter = scene(tmp_path, "dwd_tasks", MODULE)
     text = WORKFLOW.format(
         effects=effects, gate=gate, waiter=waiter, marker=marker, python=sys.executable
     )
@@ -273,11 +279,8 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     when the head goes on without its driver)."""
     from tests.fault.test_driver_killed import kill_pilot_driver
 
-    effects, gate, marker_file = tmp_path / "effects", tmp_path / "gate", tmp_path / "marker"
-    effects.mkdir()
-    waiter = tmp_path / "dwd_waiter.py"
-    waiter.write_text(WAITER)
-    (tmp_path / "dwd_tasks.py").write_text(MODULE)
+    effects, gate, waiter = scene(tmp_path, "dwd_tasks", MODULE)
+    marker_file = tmp_path / "marker"
     text = WORKFLOW.format(
         effects=effects, gate=gate, waiter=waiter, python=sys.executable,
         marker=f"$(cat {marker_file})",
@@ -356,11 +359,7 @@ def test_what_a_python_task_started_dies_with_its_worker(tmp_path, env):
     chunk runs again on a fresh worker, but only once the dead worker's task's child is
     gone: the two executions' lives do not overlap."""
     marker = f"hpcflow-dwd-worker-{time.time_ns()}"
-    effects, gate = tmp_path / "effects", tmp_path / "gate"
-    effects.mkdir()
-    waiter = tmp_path / "dwd_waiter.py"
-    waiter.write_text(WAITER)
-    (tmp_path / "dwd_dies.py").write_text(DIES_ONCE)
+    effects, gate, waiter = scene(tmp_path, "dwd_dies", DIES_ONCE)
     wf = write_workflow(
         tmp_path,
         f"""
