@@ -145,8 +145,9 @@ def _write_new(path: Path, record: LeaseRecord) -> bool:
     except FileExistsError:
         return False
     try:
+        # No fsync: a host that crashes takes its holders with it, and close() sends the
+        # data to a network file system's server (close-to-open).
         os.write(fd, record.to_bytes())
-        os.fsync(fd)
     finally:
         os.close(fd)
     return True
