@@ -47,7 +47,7 @@ def test_tasks_die_with_their_owner_when_it_is_sigkilled():
         assert len(pids) == 2 and living(pids) == pids
         os.kill(owner.pid, signal.SIGKILL)
         owner.wait()
-        wait_for(lambda: not living(pids), 10, f"the owner's tasks {pids} to die")
+        wait_for(lambda: not living(pids), 30, f"the owner's tasks {pids} to die")
     finally:
         if owner.poll() is None:
             owner.kill()
@@ -70,11 +70,11 @@ def test_tasks_run_on_while_their_owner_lives():
                 "HPCFLOW_TASKS_OF" in " ".join(c.cmdline())
                 for c in psutil.Process(owner.pid).children()
             ),
-            10,
+            30,
             "the guardian to start",
         )
         assert living(pids) == pids
     finally:
         owner.kill()
         owner.wait()
-        wait_for(lambda: not living(pids), 10, f"the owner's tasks {pids} to die")
+        wait_for(lambda: not living(pids), 30, f"the owner's tasks {pids} to die")
