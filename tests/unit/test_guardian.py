@@ -64,7 +64,7 @@ def test_tasks_run_on_while_their_owner_lives():
     try:
         assert owner.stdout is not None
         pids = [int(p) for p in owner.stdout.readline().split()]
-        # The guardian is up (it has read the registration) and still nothing is killed.
+        # The guardian runs, and nothing is killed while its owner lives.
         wait_for(
             lambda: any(
                 "HPCFLOW_TASKS_OF" in " ".join(c.cmdline())
