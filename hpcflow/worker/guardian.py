@@ -118,6 +118,7 @@ class Guardian:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._write: int | None = None
+        self._failed = False
         self.token = ""
 
     def _start(self) -> None:
@@ -141,9 +142,12 @@ class Guardian:
         """The variable a task's environment gets, so that it dies with this process."""
         with self._lock:
             if self._proc is None:
+                if self._failed:
+                    return {}
                 try:
                     self._start()
                 except OSError as exc:  # no interpreter to start: tasks run unguarded
+                    self._failed = True  # (said once)
                     log.warning("cannot start the guardian of process %d: %s", os.getpid(), exc)
                     return {}
         return {MARK_VAR: self.token}
@@ -179,7 +183,7 @@ class Guardian:
         if self._proc is not None and self._proc.stdin is not None:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()
-        self._proc, self._write, self.token = None, None, ""
+        self._proc, self._write, self.token, self._failed = None, None, "", False
 
 
 #: This process's guardian.
