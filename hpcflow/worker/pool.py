@@ -60,20 +60,20 @@ class ChunkFuture(Future):  # type: ignore[type-arg]
         self.key = key
 
 
-def _worker_start(workdir: str, token: dict[str, str], driver: int, ticks: int | None) -> None:
+def _worker_start(workdir: str, marks: dict[str, str], driver: int, ticks: int | None) -> None:
     """In each Python worker: the task's folder is the process's (tasks import from it,
     and run in-process only there); Ctrl-C is the driver's to handle.
 
     The worker dies with the fork server that started it, and with the driver (process
     ``driver``, started at ``ticks``) that it serves; what its tasks start carries the
-    driver's guardian ``token``, so the driver's death kills that too
+    driver's guardian ``marks``, so the driver's death kills that too
     (:mod:`hpcflow.worker.guardian`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     die_with(driver, ticks)
     # Its own mark too: what its tasks started is ended if it dies (end_orphans).
     own = f"{WORKER_MARK}{os.getpid()}.{start_ticks(os.getpid())}"
-    mark = token.get(MARK_VAR)
+    mark = marks.get(MARK_VAR)
     os.environ[MARK_VAR] = f"{mark}:{own}" if mark else own
     os.chdir(workdir)
 
@@ -91,7 +91,12 @@ def _of_dead_worker(marks: list[str]) -> bool:
 def end_orphans() -> int:
     """SIGKILL what the Python tasks of dead workers started (a worker killed mid-task
     leaves its task's children running, beside the task's next attempt); how many."""
-    victims = [pid for pid in marked_by(_of_dead_worker) if pid != os.getpid()]
+    mine = GUARDIAN.token  # this driver's workers only (another run's are its own to end)
+    victims = [
+        pid
+        for pid in marked_by(lambda marks: (not mine or mine in marks) and _of_dead_worker(marks))
+        if pid != os.getpid()
+    ]
     for pid in victims:
         try:
             if os.getpgid(pid) == pid:
