@@ -12,6 +12,11 @@ bytes (``printf %s`` into a file, compared byte for byte) or is refused before a
 runs (by validation, or a NUL byte at rendering), and no case creates its canary file.
 Deterministic (``derandomize``); a failure names the command, value and rendered text.
 Over 10,000 cases run, in one bash process per batch of ~160.
+
+A second property covers commands no one wrote by hand: a placeholder wrapped in random
+nestings of bash's forms (quotes, substitutions, arithmetic, ``[[ ]]``, ``case``,
+here-documents, comments, subscripts…), and random strings of syntax pieces. For every
+command validation accepts, no attack value used in it runs a command (~9,000 runs).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import secrets
 import subprocess
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from hpcflow.spec.placeholders import Template, value_text
@@ -155,6 +160,9 @@ _values = st.lists(
 # One value in ten carries a NUL byte: no command can receive it, so it must be refused.
 _value = st.tuples(_values, st.integers(0, 9)).map(lambda t: t[0] + "\0" * (t[1] == 0))
 
+#: A failure is reported as found (its message names the case): shrinking would rerun
+#: batches of bash for minutes.
+_NO_SHRINKING = (Phase.explicit, Phase.reuse, Phase.generate)
 #: Values per example: each is tried in every context.
 _PER_EXAMPLE = 8
 _EXAMPLES = 72
@@ -209,6 +217,7 @@ def test_hostile_values_in_every_context_are_data(tmp_path: Path) -> None:
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
+        phases=_NO_SHRINKING,
         print_blob=True,
     )
     @given(st.lists(_value, min_size=_PER_EXAMPLE, max_size=_PER_EXAMPLE))
@@ -248,3 +257,83 @@ def test_hostile_values_in_every_context_are_data(tmp_path: Path) -> None:
     check()
     print(f"{sum(ran)} cases in {len(ran)} batches")
     assert sum(ran) >= 10_000, (len(ran), sum(ran))
+
+
+#: Pieces of bash syntax that commands are made of, for commands no one wrote by hand.
+_SYNTAX = [
+    "{v}", "{v}", "{v}", " ", " ", "echo ", "printf %s ", "'", '"', "$'", "$(", ")", "(",
+    "`", "$((", "))", "((", "${", "}", "${x:-", "#", "\n", "\\", "<<EOF\n", "<<'EOF'\n",
+    "<<-EOF\n", "EOF\n", "\tEOF\n", ";", "|", "&&", "[[ ", " ]]", " -eq ", " == ", "case ",
+    " in ", "x) ", ";; esac", "a=", "a[", "]", "~", "$", "x", "=", "<(", "> /dev/null ",
+]  # fmt: skip
+#: Values that run ``touch CANARY`` if they become syntax in some context.
+_ATTACKS = [
+    "$(touch CANARY)",
+    "`touch CANARY`",
+    "'$(touch CANARY)'",
+    '"$(touch CANARY)"',
+    "a[$(touch CANARY)]",
+    "\ntouch CANARY\n",
+    "'\ntouch CANARY\n'",
+    "\nEOF\ntouch CANARY\nEOF\n",
+    ")$(touch CANARY)(",
+    "\"'\n touch CANARY #",
+    "x' ; touch CANARY ; '",
+    "\\'$(touch CANARY)\\'",
+]
+_junk = st.lists(st.sampled_from(_SYNTAX), min_size=1, max_size=14).map("".join)
+#: Each form wraps a smaller command or word; forms nest.
+_FORMS = [
+    "'{}'", '"{}"', "$'{}'", "$({})", "`{}`", "$(( {} ))", "(( {} ))", "${{x:-{}}}",
+    "[[ {} ]]", "[[ {} -eq 1 ]]", "[[ {} =~ ^x ]]", "case {0} in {0}) {0};; esac",
+    "cat <<EOF\n{}\nEOF\n", "cat <<'EOF'\n{}\nEOF\n", "cat <<-EOF\n\t{}\n\tEOF\n",
+    "# {}\n", "a[{}]=1", "a=([{}]=1)", "({})", "{0}; {0}", "{} | cat", "echo {}",
+    "printf %s {}", "<({})", "\\{}", "a=({})", "x={}", "{0}{0}", "{0} {0}", "{0}\n{0}",
+    "f() {{ {}; }}", "x{}", "{}x", "~{}", "${{x}}{}", "$x{}", "{}'", "'{}", '"{}', '{}"',
+]  # fmt: skip
+
+
+@st.composite
+def _structured(draw: st.DrawFn) -> str:
+    """A placeholder wrapped in one to five forms, inside out."""
+    text = "{v}"
+    for form in draw(st.lists(st.sampled_from(_FORMS), min_size=1, max_size=5)):
+        text = form.format(text)
+    return text
+
+
+_commands = st.one_of(_structured(), _structured(), _structured(), _junk)
+
+
+def test_no_command_hpcflow_accepts_runs_a_value(tmp_path: Path) -> None:
+    """Commands made of random pieces of bash syntax (mostly nonsense, some valid): for
+    each that validation accepts, no attack value used in it ever runs a command — the
+    lexer never thinks a placeholder is somewhere it is not."""
+    ran: list[int] = []
+
+    @settings(
+        max_examples=40, derandomize=True, deadline=None, database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=_NO_SHRINKING, print_blob=True,
+    )  # fmt: skip
+    @given(st.lists(_commands, min_size=40, max_size=40))
+    def check(commands: list[str]) -> None:
+        root = tmp_path / secrets.token_hex(6)
+        root.mkdir()
+        cases: list[Case] = []
+        for command in commands:
+            if "{v}" not in command or refusals(command):
+                continue
+            template = ShellTemplate.parse(command)
+            cases += [(command, v, template.render({"v": v}), None) for v in _ATTACKS]
+        _run_batch(root, cases)
+        for k, (command, value, rendered, _) in enumerate(cases):
+            where = f"command {command!r}, value {value!r}, rendered {rendered!r}"
+            for folder in (root / str(k), root / f"own{k}"):
+                assert not (folder / "CANARY").exists(), f"injected in {folder.name}: {where}"
+        assert list(root.rglob("CANARY")) == []
+        ran.append(len(cases))
+
+    check()
+    print(f"{sum(ran)} runs of accepted commands")
+    assert sum(ran) >= 2_000, sum(ran)
