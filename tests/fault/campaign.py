@@ -4,23 +4,25 @@ Each iteration copies a workflow of 46 tasks of mixed kinds into a folder of its
 shell tasks (a sweep), 20 Python tasks (a sweep whose values a reduce gathers), a chain
 of three Python tasks handing values on, a shell reduce and a Python reduce, plus one
 task that reads both reduces. Every attempt of every task appends a ``start`` line when
-it begins and an ``end`` line when it has written its output, each with an attempt id
-(pid and a random token) and a wall-clock time, to ``attempts.log``: a file outside
-hpcflow's state, written by the tasks themselves.
+it begins, a ``beat`` line every 0.1 s while it works and an ``end`` line when it has
+written its output, each with an attempt id (its pid and a random token) and a wall-clock
+time, to ``attempts.log``: a file outside hpcflow's state, written by the tasks
+themselves.
 
 The iteration picks, from its own seeded random generator, an engine (the pool or the
 embedded Dask cluster), a fault and an instant (after K attempts have ended):
 
 * ``driver``: SIGKILL of the ``hpcflow run`` process alone (not its process group: its
   tasks must die with it);
-* ``task``: SIGKILL of one running task's process (a shell or a Python worker).
+* ``task``: SIGKILL of one running attempt's process (the shell or the Python worker
+  whose pid its attempt id names).
 
 Then it re-runs the workflow to the end and checks, from ``attempts.log`` and the outputs
 alone:
 
 1. no task ever had two attempts alive at once (an attempt is alive from its ``start``
-   to its ``end``; an attempt of the killed run that never wrote ``end`` is alive until
-   the fault, and must not write ``end`` after it);
+   to its ``end``, or to its last ``beat`` when it was killed: what it wrote proves it
+   was alive then), and no attempt of the faulted run ends after the re-run began;
 2. of the tasks that had ended before the fault, at most ``SLOTS`` ran again (attempts
    that had ended but whose end the driver had not yet recorded: tasks in flight);
 3. every output is exact.
@@ -34,6 +36,7 @@ not in it yet.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -77,7 +80,9 @@ def _line(what, task, attempt):
 def _attempt(task):
     attempt = f"{os.getpid()}-{secrets.token_hex(4)}"
     _line("start", task, attempt)
-    time.sleep(random.uniform(0.05, 0.4))
+    for _ in range(random.randint(1, 4)):   # alive, and saying so
+        time.sleep(0.1)
+        _line("beat", task, attempt)
     return attempt
 
 def py(i):
@@ -114,7 +119,9 @@ def third(x):
 
 SHELL = (
     'a="$$-$RANDOM$RANDOM"; echo "start sh{i} $a $(date +%s.%N)" >> attempts.log; '
-    "sleep 0.$((RANDOM % 4 + 1)); mkdir -p out; echo {i} {i} {i} > out/sh{i}.txt; "
+    "for k in $(seq $((RANDOM % 4 + 1))); do sleep 0.1; "
+    'echo "beat sh{i} $a $(date +%s.%N)" >> attempts.log; done; '
+    "mkdir -p out; echo {i} {i} {i} > out/sh{i}.txt; "
     'echo "end sh{i} $a $(date +%s.%N)" >> attempts.log'
 )
 
@@ -216,20 +223,21 @@ def check(lines: list[Line], fault_at: float, rerun_at: float, folder: Path) -> 
     starts: dict[str, Line] = {}
     ends: dict[str, Line] = {}
     for line in lines:
-        (starts if line.what == "start" else ends)[line.attempt] = line
+        if line.what in ("start", "end"):
+            (starts if line.what == "start" else ends)[line.attempt] = line
     verdict.attempts = len(starts)
+    last_beat: dict[str, float] = {}
+    for line in lines:
+        if line.what == "beat":
+            last_beat[line.attempt] = max(line.at, last_beat.get(line.attempt, line.at))
     by_task: dict[str, list[tuple[float, float, str]]] = {}
     for attempt, start in starts.items():
         end = ends.get(attempt)
-        if end is None:
-            # Killed: alive until the fault at least. One that started after the fault
-            # (an orphan of the killed run, or one the re-run lost) has no known end.
-            stop = fault_at if start.at <= fault_at else float("inf")
-            if fault_at < start.at < rerun_at:
-                verdict.add(f"{start.task}: attempt {attempt} started after the fault")
+        if end is None:  # killed: alive at least until the last thing it wrote
+            stop = last_beat.get(attempt, start.at)
         else:
             stop = end.at
-            if start.at <= fault_at < rerun_at <= end.at:
+            if start.at <= fault_at and rerun_at <= end.at:
                 verdict.add(
                     f"{start.task}: attempt {attempt} of the faulted run ended after the "
                     "re-run began"
@@ -268,26 +276,13 @@ def engine_args(engine: str) -> list[str]:
     return args + (["--workers", "1"] if engine == "dask" else [])
 
 
-def task_processes(driver: int) -> list[psutil.Process]:
-    """Processes below the driver that run a task (a shell of ours, or a Python worker)."""
-    try:
-        children = psutil.Process(driver).children(recursive=True)
-    except psutil.Error:
-        return []
-    found = []
-    for proc in children:
-        try:
-            cmd = " ".join(proc.cmdline())
-        except psutil.Error:
-            continue
-        if (
-            "attempts.log" in cmd
-            or "sleep 0." in cmd
-            or "multiprocessing" in cmd
-            or "distributed" in cmd
-        ):
-            found.append(proc)
-    return found
+def running_attempt_pids(lines: list[Line]) -> list[int]:
+    """Pids of the attempts that have started and not ended (the id starts with the pid)."""
+    ended = {line.attempt for line in lines if line.what == "end"}
+    return sorted(
+        {int(line.attempt.split("-")[0]) for line in lines
+         if line.what == "start" and line.attempt not in ended}
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -339,9 +334,10 @@ def run_iteration(number: int, rng: random.Random, base: Path) -> Iteration:
             if fault == "driver":
                 os.kill(first.pid, signal.SIGKILL)
             else:
-                victims = task_processes(first.pid)
+                victims = running_attempt_pids(read_lines(log_path))
                 if victims:
-                    rng.choice(victims).kill()
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(rng.choice(victims), signal.SIGKILL)
         _, first_err = first.communicate(timeout=240)
     finally:
         if first.poll() is None:

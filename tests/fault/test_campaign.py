@@ -28,8 +28,9 @@ def _write_outputs(folder: Path) -> None:
 
 
 def test_the_checks_catch_what_they_name(tmp_path: Path) -> None:
-    """The checker itself: overlapping attempts, an orphan ending after the re-run began,
-    too many ended tasks run again, and a wrong output are each reported."""
+    """The checker itself: overlapping attempts, an orphan ending or still beating after
+    the re-run began, too many ended tasks run again, and a wrong output are each
+    reported; a killed attempt that went quiet is not."""
     from tests.fault.campaign import TASKS
 
     _write_outputs(tmp_path)
@@ -45,8 +46,14 @@ def test_the_checks_catch_what_they_name(tmp_path: Path) -> None:
     orphan = clean + [Line("start", "sh2", "o", 99.0), Line("end", "sh2", "o", 111.0)]
     assert any("ended after" in v for v in check(orphan, fault, rerun, tmp_path).violations)
 
-    late = clean + [Line("start", "sh3", "l", 105.0)]
-    assert any("after the fault" in v for v in check(late, fault, rerun, tmp_path).violations)
+    # A killed attempt is alive until its last beat: still beating after the re-run's
+    # attempt began is an overlap; quiet before it is not.
+    killed = [Line("start", "sh3", "k", 99.0), Line("beat", "sh3", "k", 99.5)]
+    rerun_attempt = [Line("start", "sh3", "r", 111.0), Line("end", "sh3", "r", 112.0)]
+    quiet = clean + killed + rerun_attempt
+    assert check(quiet, fault, rerun, tmp_path).violations == []
+    beating = quiet + [Line("beat", "sh3", "k", 111.5)]
+    assert any("alive at once" in v for v in check(beating, fault, rerun, tmp_path).violations)
 
     again = clean + [Line("start", t, f"{t}-r", 120.0) for t in TASKS[: SLOTS + 1]]
     assert any("ran again" in v for v in check(again, fault, rerun, tmp_path).violations)
