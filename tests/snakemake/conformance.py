@@ -92,6 +92,7 @@ LACKS = (
     "not installed",
     "No such file or directory: 'conda'",
     "needs_envmodules",
+    "InvalidPluginException",
 )
 
 
@@ -206,6 +207,7 @@ class Outcome:
     state: str  # passed, failed, skipped
     seconds: float
     text: str = ""  # the failure's message (short)
+    logs: str = ""  # what the test printed and logged (to tell what the machine lacks)
 
 
 def run_side(
@@ -246,6 +248,8 @@ def run_side(
         "-q",
         "-o",
         "addopts=",
+        "-o",
+        "junit_logging=all",
         f"--junitxml={xml}",
         f"--basetemp={workdir / (executor + '-tmp')}",
         *extra,
@@ -270,6 +274,9 @@ def read_junit(xml: Path) -> dict[str, Outcome]:
         name = case.get("name", "")
         seconds = float(case.get("time") or 0.0)
         state, text = "passed", ""
+        logs = "\n".join(
+            child.text or "" for child in case if child.tag in ("system-out", "system-err")
+        )
         for child in case:
             if child.tag in ("failure", "error"):
                 state = "failed"
@@ -280,7 +287,7 @@ def read_junit(xml: Path) -> dict[str, Outcome]:
         if state == "failed" and name in results and results[name].state == "passed":
             results[name].state, results[name].text = state, text  # teardown error
             continue
-        results[name] = Outcome(state, seconds, text)
+        results[name] = Outcome(state, seconds, text, logs[-20000:])
     return results
 
 
@@ -355,7 +362,7 @@ def verdict(local: Outcome | None, hpcflow: Outcome | None) -> str:
         return "passed both" if hpcflow.state == "passed" else "only-hpcflow-fails"
     if hpcflow.state == "passed":
         return "only-local-fails"
-    if any(word in local.text for word in LACKS):
+    if any(word in local.text or word in local.logs for word in LACKS):
         return "needs-what-machine-lacks"
     return "failed both"
 

@@ -15,6 +15,7 @@ from snakemake_executor_plugin_hpcflow.upstream import (
     job_command_extras,
     without_option,
 )
+from tests.snakemake.conformance import Outcome, verdict
 from tests.snakemake.swap.conformance_swap import swap_shellcmd
 
 
@@ -99,3 +100,14 @@ def test_jobs_keep_their_temp_outputs_for_the_main_process_to_remove():
         "--target-jobs a: --cores 3 --wait-for-files /w/.snakemake/tmp.x"
     )
     assert without_option("--cores 3", "--unneeded-temp-files") == "--cores 3"
+
+
+def test_the_harness_tells_what_the_machine_lacks_from_an_executor_difference():
+    passed, failed = Outcome("passed", 1.0), Outcome("failed", 1.0, "assert 16 <= 8")
+    lacks = Outcome("failed", 1.0, "WorkflowError", "ModuleNotFoundError: No module named 'x'")
+    assert verdict(passed, failed) == "only-hpcflow-fails"
+    assert verdict(passed, None) == "only-hpcflow-fails"
+    assert verdict(failed, passed) == "only-local-fails"
+    assert verdict(lacks, lacks) == "needs-what-machine-lacks"
+    assert verdict(failed, failed) == "failed both"
+    assert verdict(Outcome("skipped", 0.0), passed) == "needs-what-machine-lacks"
