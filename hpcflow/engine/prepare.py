@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo, MemoEntry, read_run_journals
 from hpcflow.store.paths import RunPaths, StateRoot, task_slug, workflow_key
 from hpcflow.store.registry import RunFinder
+from hpcflow.store.values import kept as value_file_kept
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         find_run = RunFinder(root.runs)
 
         def value_kept(producer: int, entry: MemoEntry) -> bool:
-            return os.path.exists(_value_run(find_run, entry, factory, producer))
+            return value_file_kept(_value_run(find_run, entry, factory, producer))
 
         ready: frozenset[str] = frozenset()
         while True:

@@ -109,6 +109,16 @@ def load_value(path: str, key: bytes, *others: bytes) -> Any:
                 return _unpickle(path, view, (key, *others))
 
 
+def kept(path: str) -> bool:
+    """Whether a value file is at ``path`` in this format (its first bytes only: a file an
+    older hpcflow wrote, without a MAC, counts as gone, so its producer runs again)."""
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
+
+
 def value_pickle(path: str, *keys: bytes) -> bytes:
     """The pickle in the value file at ``path`` (without the header), once the file is
     shown to be this user's and its MAC under one of ``keys`` right: what ``hpcflow result -o``

@@ -174,3 +174,18 @@ def test_a_value_file_changed_after_it_was_written_fails_its_mac(
         p.read_text() for p in (shared_dir / "r3").rglob("*.err")
     )
     assert not canary.exists()
+
+
+def test_a_value_file_without_a_mac_is_made_again_not_loaded(
+    shared_dir: Path, victim: dict
+) -> None:
+    """A value file in the old format (a bare pickle, as an hpcflow before MACs wrote
+    it, or one put in place by hand) counts as gone: its producer runs again."""
+    value = victim["r1"] / "tasks" / task_slug("make") / "value.pickle"
+    value.write_bytes(_evil(shared_dir / "CANARY"))
+    later = ["run", str(victim["workflow"]), "-q", "--rerun", "use"]
+    again = run_cli([*later, "--run-dir", str(shared_dir / "r3")], victim["env"])
+    assert again.returncode == 0 and "2 ran, 0 up to date" in again.stdout, again.output
+    shown = run_cli(["result", str(shared_dir / "r3"), "use"], victim["env"])
+    assert shown.returncode == 0 and shown.stdout.strip() == "43", shown.output
+    assert not (shared_dir / "CANARY").exists()
