@@ -307,9 +307,14 @@ def _worker_script(profile: Profile) -> str:
     return str(job_cls(scheduler="tls://10.0.0.1:8786", name="w0", **kwargs).job_script())
 
 
-@pytest.mark.parametrize("interface", [None, "lo"])
-def test_elastic_worker_jobs_serve_no_http_beyond_loopback(interface: str | None) -> None:
-    script = _worker_script(_slurm(interface=interface, transport="tls"))
+@pytest.mark.parametrize(
+    ("backend", "interface"), [("slurm", None), ("slurm", "lo"), ("pbs", "lo")]
+)
+def test_elastic_worker_jobs_serve_no_http_beyond_loopback(
+    backend: str, interface: str | None
+) -> None:
+    profile = Profile(name="site", backend=backend, cpus_per_node=2, interface=interface)
+    script = _worker_script(profile)
     command = script.splitlines()[-1]
     assert "--no-dashboard --dashboard-address 127.0.0.1:0" in command, command
     assert "export DASK_DISTRIBUTED__WORKER__HTTP__ROUTES='[\"distributed.http.health\"]'" in (
