@@ -69,6 +69,7 @@ class UnsafeValue(HpcflowError):
 _ARITH_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge", "-v", "-R"})
 _WORD_END = " \t\n;&|()<>"
 _NAME_SUBSCRIPT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[")
+_COMPOUND = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=\(")
 
 
 class _Lost(Exception):
@@ -135,10 +136,11 @@ class _Lexer:
             self.refuse_rest("hpcflow cannot tell how bash reads the command from here")
         return self.found
 
-    def command(self, until: str, in_subst: bool = False) -> None:
+    def command(self, until: str, in_subst: bool = False, compound: bool = False) -> None:
         """Unquoted text up to ``until`` (")" or "]]"; "": the end), nested constructs
         read recursively. ``in_subst``: inside $(…), where a ``case`` would misplace
-        the closing ")"."""
+        the closing ")". ``compound``: inside ``name=(…)``, where a word that starts with
+        ``[`` is an index up to its ``]``, spaces and all (arithmetic)."""
         word_start = True
         text = self.text
         first_in_brackets = len(self.found)
@@ -169,6 +171,17 @@ class _Lexer:
             if word_start:
                 if c == "#":
                     self.comment()
+                    continue
+                if compound and c == "[":
+                    self.i += 1
+                    self.subscript()
+                    word_start = False
+                    continue
+                m = _COMPOUND.match(text, self.i)
+                if m:
+                    self.i = m.end()
+                    self.command(until=")", in_subst=in_subst, compound=True)
+                    word_start = False
                     continue
                 end = self.i
                 while end < len(text) and text[end] not in _WORD_END and text[end] != MARK:

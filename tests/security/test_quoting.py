@@ -80,6 +80,8 @@ CONTEXTS: list[tuple[str, object]] = [
     ("[[ {v} -eq 1 ]]; printf %s {v} > out", None),
     ("a[{v}]=1; printf %s {v} > out", None),
     ("a=([{v}]=1); printf %s {v} > out", None),
+    ("a=([ {v} ]=1); printf %s {v} > out", None),  # an index may hold spaces
+    ('a=({v}); printf %s "${a[0]}" > out', lambda v: v),
     ('[[ -v "{v}" ]]; printf %s {v} > out', None),
     ('printf %s ${x:-"a"} {v} > out', None),
 ]
@@ -289,7 +291,8 @@ _FORMS = [
     "cat <<EOF\n{}\nEOF\n", "cat <<'EOF'\n{}\nEOF\n", "cat <<-EOF\n\t{}\n\tEOF\n",
     "# {}\n", "a[{}]=1", "a=([{}]=1)", "({})", "{0}; {0}", "{} | cat", "echo {}",
     "printf %s {}", "<({})", "\\{}", "a=({})", "x={}", "{0}{0}", "{0} {0}", "{0}\n{0}",
-    "f() {{ {}; }}", "x{}", "{}x", "~{}", "${{x}}{}", "$x{}", "{}'", "'{}", '"{}', '{}"',
+    "f() {{ {}; }}", "a=([ {} ]=1)", "x{}", "{}x", "~{}", "${{x}}{}", "$x{}", "{}'", "'{}",
+    '"{}', '{}"',
 ]  # fmt: skip
 
 
