@@ -53,7 +53,17 @@ class RunCredentials:
         return all(p.is_file() for p in (self.ca_file, self.cert_file, self.key_file))
 
     def check_private(self) -> None:
-        """Refuse keys that other users could read (a copied or chmod-ed run dir)."""
+        """Refuse keys that other users could read (a copied or chmod-ed run dir), or
+        that are not ours (planted: whoever wrote them can join the cluster)."""
+        for path in (self.directory, self.ca_file, self.cert_file, self.key_file):
+            owner = path.lstat().st_uid
+            if owner != os.geteuid() or path.is_symlink():
+                raise HpcflowError(
+                    f"{path} is not yours (owner uid {owner}"
+                    + (", a symbolic link)" if path.is_symlink() else ")"),
+                    hint="someone else may have planted the run's TLS files: remove "
+                    f"{self.directory} if the run is yours, or use a new --run-dir",
+                )
         for path in (self.directory, self.key_file):
             mode = path.stat().st_mode & 0o077
             if mode:

@@ -27,11 +27,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from hpcflow.errors import ProfileError
+from hpcflow.errors import HpcflowError, ProfileError
 from hpcflow.modes.elastic_cluster import import_jobqueue
 from hpcflow.modes.elastic_plan import plan_elastic
 from hpcflow.settings.profile import Profile
+from hpcflow.transport.certificates import create_credentials
 from hpcflow.transport.http_servers import dashboard_bind, http_settings
+from hpcflow.transport.security import security_for
 from tests.security.conftest import Account
 
 #: The attacker's program: argv[1] a JSON list of [host, port], argv[2] the canary path.
@@ -290,6 +292,25 @@ def test_the_snakemake_plugins_local_mode_takes_no_ones_code(
         f"    shell: {json.dumps(run.shell('{output}'))}\n"
     )
     run.attack(other_account, [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "1"], clean_env(env))
+
+
+def test_tls_files_planted_by_another_account_are_refused(
+    other_account: Account, shared_dir: Path
+) -> None:
+    """Another account makes a run folder's ``tls/`` first (its own key, 0700/0600 and
+    all): a pilot or elastic run there would hand its cluster to the key's holder."""
+    run_dir = shared_dir / "run"
+    planted = other_account.python(
+        "from pathlib import Path; from hpcflow.transport.certificates import "
+        f"create_credentials; create_credentials(Path({str(run_dir)!r}), 'planted')"
+    )
+    assert planted.returncode == 0, planted.stderr
+    key = run_dir / "tls" / "key.pem"
+    assert key.stat().st_uid == other_account.uid
+    with pytest.raises(HpcflowError, match="is not yours"):
+        create_credentials(run_dir, "mine")
+    with pytest.raises(HpcflowError, match="is not yours"):
+        security_for(run_dir, "tls")
 
 
 # --- Static: what elastic worker jobs and pilots are told ---------------------------------
