@@ -290,3 +290,33 @@ def test_a_fresh_lease_of_a_driver_whose_allocation_ended_is_stale(tmp_path):
     ended = _lock(tmp_path, ask=lambda backend, ids: [])
     ended.acquire({"run_id": "starting"})
     ended.release()
+
+
+def test_a_local_run_whose_lease_another_run_took_stops(tmp_path, env):
+    """Should another run ever hold the lease (a takeover the first run could not see
+    coming), the first stops as `hpcflow cancel` stops it: its task never finishes."""
+    from tests.conftest import write_workflow
+
+    wf = write_workflow(
+        tmp_path,
+        "name: held\ntasks:\n  - name: nap\n    command: touch started; sleep 60; touch ended\n",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q"],
+        env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        _wait("the task to start", lambda: (tmp_path / "started").exists())
+        (path,) = (tmp_path / ".hpcflow" / "locks").glob("*.lease")
+        assert ls.read_lease(path).run_id != "starting"
+        path.unlink()
+        assert ls.create(path, ls.LeaseRecord.new("thief"))
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert "lost the workflow's lease" in err and "run thief holds it now" in err, err
+    assert not (tmp_path / "ended").exists()
+    assert ls.read_lease(path).run_id == "thief"  # the stopped run left it alone
