@@ -268,14 +268,16 @@ _SYNTAX = [
     "<<-EOF\n", "EOF\n", "\tEOF\n", ";", "|", "&&", "[[ ", " ]]", " -eq ", " == ", "case ",
     " in ", "x) ", ";; esac", "a=", "a[", "]", "~", "$", "x", "=", "<(", "> /dev/null ",
 ]  # fmt: skip
-#: Values that run ``touch CANARY`` if they become syntax in some context.
+#: Values that run ``touch CANARY`` if they become syntax in some context. None starts
+#: with a command's name: a command such as ``$(printf %s {v})`` runs its value's words
+#: as a command by design (as ``eval`` would), which is not the value becoming syntax.
 _ATTACKS = [
     "$(touch CANARY)",
     "`touch CANARY`",
     "'$(touch CANARY)'",
     '"$(touch CANARY)"',
     "a[$(touch CANARY)]",
-    "\ntouch CANARY\n",
+    "\nx=1 touch CANARY\n",
     "'\ntouch CANARY\n'",
     "\nEOF\ntouch CANARY\nEOF\n",
     ")$(touch CANARY)(",
