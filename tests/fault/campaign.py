@@ -347,7 +347,9 @@ def run_iteration(number: int, rng: random.Random, base: Path) -> Iteration:
     rerun_at = time.time()
     again = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=600)
     verdict = check(read_lines(log_path), fault_at, rerun_at, folder)
-    if first.returncode == 2 or "Traceback" in first_err:
+    # A run killed with SIGKILL says nothing; its Dask workers may still print why they
+    # lost their scheduler. A run that lived (a task was killed) must not print tracebacks.
+    if first.returncode == 2 or (first.returncode >= 0 and "Traceback" in first_err):
         verdict.add(f"the first run exited {first.returncode}: {first_err[-1500:]}")
     if again.returncode != 0:
         verdict.add(f"the re-run exited {again.returncode}: {again.stderr[-1500:]}")
