@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hpcflow.backends._commands import CommandRunner
@@ -34,3 +35,11 @@ def get_backend(
         f"backend {name!r} cannot submit allocations in this version",
         hint="use a slurm or pbs profile, or the local profile",
     )
+
+
+def allocations_live(backend: str, ids: Sequence[str]) -> list[str]:
+    """The allocations among ``ids`` that ``backend``'s batch system says are queued or
+    running, in one query (ids it no longer knows have ended): what keeps a workflow's
+    lease live after its submitting command ended (:mod:`hpcflow.store.lock`)."""
+    states = get_backend(backend).poll(list(ids))
+    return [i for i in ids if i in states and not states[i].state.final]

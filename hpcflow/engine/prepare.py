@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hpcflow.backends.registry import allocations_live
 from hpcflow.dag.graph import TaskGraph, build_graph, renumbered
 from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.resume import ResumeDecision, decide
@@ -69,7 +70,7 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         graph = build_graph(loaded)
     root = StateRoot.beside(workflow_file)
     key = workflow_key(workflow_file)
-    lock = RunLock(root.lock_file(key))
+    lock = RunLock(root.lock_file(key), ask=allocations_live)
     if take_lock:  # the workflow's lease, held before the memo is opened for writing
         lock.acquire({"run_id": "starting", "workflow": str(workflow_file.resolve())})
     try:
@@ -231,7 +232,7 @@ def open_run(
     run_id = str(info["run_id"])
     root = StateRoot.beside(original)
     key = workflow_key(original)
-    lock = RunLock(root.lock_file(key))
+    lock = RunLock(root.lock_file(key), ask=allocations_live)
     if take_lease:  # the lease its submitter took for this run: no other run may drive
         lock.adopt(run_id, allocation)
     try:

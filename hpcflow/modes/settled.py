@@ -23,6 +23,7 @@ import os
 import socket
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -120,7 +121,7 @@ def resume_settled(
         return None
     capacity = LocalCapacity.detect(workers, threads)
     key = workflow_key(workflow_file)
-    lock = RunLock(root.lock_file(key))
+    lock = RunLock(root.lock_file(key), ask=_allocations_live)
     lock.acquire({"pid": os.getpid(), "host": socket.gethostname(), "run_id": "starting"})
     memo = None
     try:
@@ -139,6 +140,13 @@ def resume_settled(
         if memo is not None:
             memo.close()
         lock.release()
+
+
+def _allocations_live(backend: str, ids: Sequence[str]) -> list[str]:
+    """The backends' answer (imported only when a lease names allocations)."""
+    from hpcflow.backends.registry import allocations_live
+
+    return allocations_live(backend, ids)
 
 
 def _up_to_date(memo: Memo, earlier: RunPaths) -> list[str] | None:

@@ -27,23 +27,18 @@ from hpcflow.store.private import private_dir
 log = logging.getLogger(__name__)
 
 
-def allocations_live(backend: str, ids: Sequence[str]) -> list[str]:
-    """The allocations among ``ids`` that ``backend``'s batch system says are queued or
-    running (one query; ids it no longer knows have ended)."""
-    from hpcflow.backends.registry import get_backend
-
-    states = get_backend(backend).poll(list(ids))
-    return [i for i in ids if i in states and not states[i].state.final]
-
-
 class RunLock:
-    """The workflow's lease, whose file is ``path`` with the suffix ``.lease``."""
+    """The workflow's lease, whose file is ``path`` with the suffix ``.lease``.
+
+    ``ask`` tells which of a lease's allocations are still queued or running
+    (:func:`hpcflow.backends.registry.allocations_live`); without it a lease naming
+    allocations stays live once its holder is gone."""
 
     def __init__(
         self,
         path: Path,
         *,
-        ask: ls.AllocationsLive | None = allocations_live,
+        ask: ls.AllocationsLive | None = None,
         period: float = ls.LEASE_PERIOD,
         ttl: float = ls.LEASE_TTL,
     ) -> None:
