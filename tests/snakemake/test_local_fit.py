@@ -85,7 +85,10 @@ def test_job_commands_carry_replace_workflow_config():
 
 def test_the_harness_swaps_a_shell_command_to_hpcflow():
     assert swap_shellcmd("snakemake -c20 --set-threads a=2", 4) == (
-        "snakemake --executor hpcflow --jobs 4 -c20 --set-threads a=2"
+        "snakemake --executor hpcflow --jobs 20 -c20 --set-threads a=2"
+    )
+    assert swap_shellcmd("snakemake -j 1 --config a=b", 4) == (
+        "snakemake --executor hpcflow --jobs 4 -j 1 --config a=b"
     )
     assert swap_shellcmd("snakemake --executor slurm", 4) == "snakemake --executor slurm"
 

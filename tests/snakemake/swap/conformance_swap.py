@@ -5,7 +5,9 @@ Loaded by :mod:`tests.snakemake.conformance` (``pytest -p conformance_swap``, th
 ``HPCFLOW_CONFORMANCE_EXECUTOR=hpcflow`` it replaces the suite's ``run()`` helper
 (``tests/common.py``) before ``tests/tests.py`` imports it: a call through Snakemake's API
 gets ``executor="hpcflow"`` (default settings: local mode) and ``nodes`` (Snakemake's
-``--jobs``); a ``shellcmd`` gets ``--executor hpcflow --jobs N`` after ``snakemake``.
+``--jobs``) equal to its ``cores``; a ``shellcmd`` gets ``--executor hpcflow --jobs N``
+after ``snakemake``, N its ``--cores``. So hpcflow runs as many jobs at once as the local
+executor would (``test_priority`` with ``cores=1``: one at a time).
 With ``local`` it changes nothing, so both sides run the same way.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Any
 
@@ -20,11 +23,15 @@ SWAPPED = "--executor hpcflow"
 
 
 def swap_shellcmd(shellcmd: str, jobs: int) -> str:
-    """``snakemake ARGS`` → ``snakemake --executor hpcflow --jobs N ARGS`` (the test's own
-    ``-j``/``--jobs``, later on the line, wins)."""
+    """``snakemake ARGS`` → ``snakemake --executor hpcflow --jobs N ARGS``: N is the test's
+    ``--cores``/``-c`` (as many jobs at once as the local executor runs), else ``jobs``;
+    the test's own ``-j``/``--jobs``, later on the line, wins."""
     head, _, rest = shellcmd.partition(" ")
     if head != "snakemake" or "--executor" in rest:
         return shellcmd
+    found = re.search(r"(?:--cores[ =]|-c ?)(\d+)\b", rest)
+    if found:
+        jobs = int(found.group(1))
     return f"snakemake {SWAPPED} --jobs {jobs} {rest}".rstrip()
 
 
@@ -41,7 +48,8 @@ def swapped(run: Any, jobs: int) -> Any:
             kwargs["executor"] = "hpcflow"
             kwargs["executor_settings"] = ExecutorSettings()
             if kwargs.get("nodes") is None:
-                kwargs["nodes"] = jobs
+                cores = kwargs.get("cores", 3)  # run()'s default
+                kwargs["nodes"] = cores if isinstance(cores, int) and cores > 0 else jobs
         return run(path, *args, **kwargs)
 
     return run_with_hpcflow
