@@ -12,6 +12,7 @@ from typing import Any
 
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths, StateRoot
+from hpcflow.store.private import check_private
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import RegisteredRun, list_runs
 from hpcflow.store.statedb import StateDB
@@ -26,7 +27,18 @@ def find_run(ref: str | None, folder: Path | None = None) -> RunPaths:
     ``latest`` (or no reference at all) names the most recent run of the workflows in
     ``folder`` (default: the current folder; :func:`latest_run_in`), or, when there is
     none, the user's most recent run anywhere, with a warning that names it.
+
+    A run folder or state file that another account owns, or may change, is refused
+    (:class:`~hpcflow.store.private.StateNotPrivate`): what it says is not read.
     """
+    paths = _find_run(ref, folder)
+    check_private(paths.run_dir)
+    if paths.state_db.exists():
+        check_private(paths.state_db)
+    return paths
+
+
+def _find_run(ref: str | None, folder: Path | None) -> RunPaths:
     if ref == "latest":
         ref = None
     if ref:
