@@ -18,7 +18,10 @@ The head waits for all three and leaves with the highest exit status among them 
 reported its ranks'). A dead worker does not end anything (the launch keeps its other
 ranks: ``--kill-on-bad-exit=0``, ``--no-kill``). Once the driver has ended (the run in this
 allocation is over) or the scheduler has failed, what is still running gets ``grace``
-seconds to end by itself, then SIGTERM, then SIGKILL. Signals to the head (scancel, qdel,
+seconds to end by itself, then SIGTERM, then SIGKILL. A driver killed by a signal shuts
+nothing down: its tasks are ended at once through the scheduler
+(:mod:`hpcflow.bootstrap.abandoned`) and the others are stopped without the grace.
+Signals to the head (scancel, qdel,
 Ctrl-C of ``hpcflow run`` in your own allocation) are passed on to all three.
 """
 
@@ -34,6 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
+from hpcflow.bootstrap.abandoned import end_abandoned_tasks
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
 
@@ -153,6 +157,7 @@ def _wait(
     codes: dict[str, int] = {}
     over_at: float | None = None  # when the run in this allocation was over
     stopped: set[str] = set()  # ended by us after the grace period
+    abandoned = False  # the driver was killed: the others are stopped at once
     while len(codes) < len(children):
         for name, child in children.items():
             if name in codes:
@@ -168,12 +173,18 @@ def _wait(
                 write_json_atomic(
                     paths.worker_launch_end, {"exit_status": codes[name], "ended": time.time()}
                 )
+            if name == "driver" and code < 0 and "scheduler" not in codes:
+                # Killed: no shutdown of its own will stop the workers, and nothing
+                # records what its tasks do. They end now, not after the grace.
+                log.warning("the driver was killed by signal %d: ending its tasks", -code)
+                end_abandoned_tasks(paths)
+                abandoned = True
             if over_at is None and (name == "driver" or (name == "scheduler" and code != 0)):
                 over_at = time.monotonic()
         if over_at is not None and len(codes) < len(children):
             late = time.monotonic() - over_at
             clean = codes.get("driver") == 0 and codes.get("scheduler") == 0
-            allowed = min(grace, CLEAN_GRACE) if clean else grace
+            allowed = 0.0 if abandoned else min(grace, CLEAN_GRACE) if clean else grace
             if late > allowed:
                 for name, child in children.items():
                     if name not in codes and name not in stopped:

@@ -96,10 +96,10 @@ def test_sigkill_of_a_local_driver_loses_no_finished_task(tmp_path, env, hpcflow
 
 def kill_pilot_driver(
     proc: subprocess.Popen, workdir: Path, cluster: object, ready: Callable[[], bool], what: str
-) -> None:
+) -> float:
     """Once ``ready()``, SIGKILL the driver rank of the pilot run that ``proc`` (``hpcflow
     run`` in ``workdir``) follows: the allocation ends, the follower says the run failed
-    (no traceback), and the queue drains."""
+    (no traceback), and the queue drains. Returns when the driver was killed (``time.time()``)."""
     from tests.integration.slurm.conftest import queue_drains
 
     try:
@@ -108,6 +108,7 @@ def kill_pilot_driver(
         pid = _driver_process(run_dir)
         assert pid is not None, "the driver rank was not found"
         os.kill(pid, signal.SIGKILL)
+        killed_at = time.time()
         _, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
@@ -115,6 +116,7 @@ def kill_pilot_driver(
     assert proc.returncode != 0
     assert "Traceback" not in err, err
     assert queue_drains(cluster, timeout=120) == []
+    return killed_at
 
 
 def _driver_process(run_dir: Path) -> int | None:

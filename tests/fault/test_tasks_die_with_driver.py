@@ -274,9 +274,11 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     waiters carry (read from a file when they start: the first run's and the re-run's
     differ, the workflow does not).
 
-    Here the allocation's head ends the allocation when its driver dies, and SLURM and
-    the workers' nannies kill the tasks: this passes without the guardians too (it fails
-    when the head goes on without its driver)."""
+    Here the allocation's head, seeing its driver killed, has every worker kill its
+    tasks' process groups through the scheduler, then ends the allocation at once: this
+    passes without the guardians too. It fails when the head leaves the tasks to SLURM
+    after its 30 s grace (they write on, and SLURM's SIGTERM, one process at a time,
+    let a shell run its next line)."""
     from tests.fault.test_driver_killed import kill_pilot_driver
 
     effects, gate, waiter = scene(tmp_path, "dwd_tasks", MODULE)
@@ -296,7 +298,7 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     )
     rerun: subprocess.Popen[str] | None = None
     try:
-        kill_pilot_driver(
+        killed_at = kill_pilot_driver(
             first,
             tmp_path,
             slurm_cluster,
@@ -327,7 +329,10 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     found = attempts(effects)
     assert overlaps(found) == []
     for task, lives in found.items():
+        # Ended by hpcflow, a task's process group at once: no shell went on to its
+        # next line after its command was killed, and nothing of it wrote 5 s later.
         assert [life.ended for life in lives] == [False, True], (task, lives)
+        assert lives[0].last < killed_at + 5, (task, lives[0].last - killed_at)
 
 
 #: A Python task whose first execution starts a child and then kills its own worker.

@@ -243,6 +243,26 @@ def test_after_a_clean_end_the_head_does_not_wait_for_the_workers_to_close(tmp_p
     assert code == 1 and took >= 3
 
 
+def test_a_killed_driver_has_its_tasks_ended_and_the_others_stopped_without_the_grace(
+    tmp_path, monkeypatch
+):
+    """A driver killed by a signal shuts nothing down: the head asks the workers to end
+    their tasks (here: records that it asked) and stops the launch at once, not after
+    the 30 s grace a driver that exited by itself gets. The launch records the SIGTERM it
+    gets, so the test sees the order: the tasks are ended first, then the launch."""
+    import hpcflow.bootstrap.head as head
+
+    order = tmp_path / "order"
+    monkeypatch.setattr(head, "end_abandoned_tasks", lambda paths: order.write_text("tasks\n"))
+    launch = f"trap 'echo launch >> {order}; exit 0' TERM; sleep 30 & wait"
+    code, took = _head(
+        tmp_path, {"scheduler": "exec sleep 30", "driver": "kill -9 $$"}, launch, kill_after=2
+    )
+    assert took < 10, "the head waited for the grace after its driver was killed"
+    assert order.read_text().split() == ["tasks", "launch"]
+    assert code == 128 + signal.SIGKILL
+
+
 def test_head_does_not_end_the_run_when_workers_die(tmp_path):
     # The worker launch ends first (every worker died): the driver goes on to its end,
     # told by a file that the launch has ended, and with which status.
