@@ -6,6 +6,7 @@ again the tasks that had finished (counted from what the tasks append to a file)
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -33,7 +34,10 @@ tasks:
 
 
 def _run_dirs(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / ".hpcflow" / "runs").iterdir())
+    """The workflow's run folders, oldest first: by the start each run.json records (two
+    runs started in one second have ids that sort at random)."""
+    folders = (tmp_path / ".hpcflow" / "runs").iterdir()
+    return sorted(folders, key=lambda d: json.loads((d / "run.json").read_text())["started"])
 
 
 def _truncate(path: Path) -> None:
