@@ -26,7 +26,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpcflow.store.damage import StateDamaged, is_damage
+from hpcflow.store.damage import (
+    StateDamaged,
+    is_cut_commit,
+    is_damage,
+    journal_of,
+    roll_back_cut_commit,
+)
 from hpcflow.store.sqlite import BatchedWriter, SharedReader, connect_writer
 from hpcflow.store.states import RunStatus, TaskState
 
@@ -367,7 +373,15 @@ class StateDB:
                 return self._writer.read(sql, params)
             if self._reader is None:  # closed: neither side is open any more
                 raise sqlite3.ProgrammingError(f"{self.path} is closed")
-            return self._reader.rows(sql, params)
+            try:
+                return self._reader.rows(sql, params)
+            except sqlite3.OperationalError as exc:
+                # Its writer died mid-commit (the driver; the submitting side for the
+                # joined submit.sqlite): roll back to the last commit, then read.
+                cut = [p for p in (self.path, self.submit_path) if journal_of(p).exists()]
+                if not is_cut_commit(exc) or not all(map(roll_back_cut_commit, cut)):
+                    raise
+                return self._reader.rows(sql, params)
         except sqlite3.DatabaseError as exc:
             if is_damage(exc):
                 raise StateDamaged(self.path, str(exc)) from None
