@@ -8,6 +8,7 @@ each batch of outcomes is one SQLite transaction.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import logging
@@ -37,6 +38,11 @@ from hpcflow.worker.value_writes import wait_for_saves
 
 log = logging.getLogger(__name__)
 
+#: Seconds the driver waits to fetch the result of an engine task that has ended. A
+#: result lost with its worker after the task ended is not waited for until Dask makes it
+#: again (which needs a worker: none, once every worker of an allocation is gone): the
+#: chunk counts as lost, and the driver's own retry decides.
+FETCH_SECONDS = 30.0
 #: How long the end of a run waits for the workers to write the value files they hold.
 VALUE_FILES_SECONDS = 300.0
 
@@ -573,7 +579,10 @@ class Driver:
         fetched: dict[Any, Any] = {}
         if len(finished) > 1:
             try:
-                got = self.client.gather(finished)
+                # (Client.gather takes no timeout; Future.result passes its own this way.)
+                got = self.client.sync(
+                    self.client._gather, finished, callback_timeout=FETCH_SECONDS
+                )
                 fetched = dict(zip([f.key for f in finished], got, strict=True))
             except Exception:  # one of them is gone since (a lost worker): one by one
                 fetched = {}
@@ -583,8 +592,12 @@ class Driver:
                 results.append(fetched[future.key])
                 continue
             try:
-                results.append(future.result())
+                results.append(future.result(timeout=FETCH_SECONDS))
             except Exception as exc:  # a lost worker or a crash outside any task
+                if getattr(future, "status", None) != "error":
+                    # Its result went with its worker: not made again behind our back.
+                    with contextlib.suppress(Exception):
+                        self.client.cancel([future])
                 results.append(exc)
         return results
 

@@ -308,6 +308,8 @@ class Iteration:
     after_ends: int
     verdict: Verdict
     seconds: float
+    #: What the fault struck ("driver 1234", "node n2"), "" when the run had ended first.
+    struck: str = ""
 
 
 def run_iteration(number: int, rng: random.Random, base: Path) -> Iteration:

@@ -253,4 +253,4 @@ def run_cluster_iteration(
     if _drain(cluster, 120):
         verdict.add("jobs still queued 120 s after the re-run")
     log.info("iteration %d: %s struck %s", number, fault, struck or "nothing (the run had ended)")
-    return Iteration(number, "pilot", fault, after_ends, verdict, time.monotonic() - began)
+    return Iteration(number, "pilot", fault, after_ends, verdict, time.monotonic() - began, struck)

@@ -4,9 +4,13 @@ tasks themselves wrote. The recorded long campaign is in docs/reliability.md."""
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
+import pytest
+
 from tests.fault.campaign import SLOTS, Line, campaign, check, expected_outputs
+from tests.fault.campaign_cluster import run_cluster_iteration
 
 #: Iterations in the suite; `python -m tests.fault.campaign --iterations 200` runs more.
 ITERATIONS = 6
@@ -60,3 +64,21 @@ def test_the_checks_catch_what_they_name(tmp_path: Path) -> None:
 
     (tmp_path / "last.txt").write_text("wrong\n")
     assert any("last.txt" in v for v in check(clean, fault, rerun, tmp_path).violations)
+
+
+@pytest.mark.slurm
+def test_a_short_seeded_cluster_campaign_has_no_violations(tmp_path: Path, slurm_cluster) -> None:
+    """Three of the cluster faults (tests/fault/campaign_cluster.py), in pilot mode on the
+    session's test cluster: the driver killed, the workers' srun killed, the submitting
+    side killed; each followed by a re-run and checked from the tasks' own lines."""
+    faults = ("pilot-driver", "launch", "follower")
+    done = [
+        run_cluster_iteration(n, random.Random(f"{SEED}:{n}"), tmp_path, slurm_cluster, (f,))
+        for n, f in enumerate(faults)
+    ]
+    assert [it.fault for it in done] == list(faults)
+    # Each fault struck a process of the run while it ran (not a run already over).
+    struck = [it.struck.split()[0] if it.struck else "" for it in done]
+    assert struck == ["driver", "srun", "follower"], [it.struck for it in done]
+    problems = [(it.number, it.fault, it.verdict.violations) for it in done]
+    assert not any(v for *_, v in problems), problems
