@@ -455,7 +455,8 @@ def main() -> int:
         from tests.fault.campaign_cluster import CPUS
         from tests.slurm_cluster import start_cluster
 
-        cluster = start_cluster(nodes=3, cpus=CPUS, keep=args.keep)
+        # SlurmdTimeout 6 s: a dead node is declared DOWN within seconds, not 5 minutes.
+        cluster = start_cluster(nodes=3, cpus=CPUS, keep=args.keep, slurmd_timeout=6)
         base = cluster.mkdtemp(prefix="campaign-")
     else:
         base = Path(tempfile.mkdtemp(prefix="hpcflow-campaign-"))

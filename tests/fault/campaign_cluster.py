@@ -216,7 +216,7 @@ def run_cluster_iteration(
         argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
-    struck, first_err, killed_node = "", "", ""
+    struck, first_err, killed_node, hung = "", "", "", ""
     try:
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and first.poll() is None:
@@ -228,7 +228,10 @@ def run_cluster_iteration(
             struck = _strike(fault, rng, folder, first, cluster)
             if struck.startswith("node "):
                 killed_node = struck.split()[1]
-        _, first_err = first.communicate(timeout=400)
+        try:
+            _, first_err = first.communicate(timeout=400)
+        except subprocess.TimeoutExpired:
+            hung = f"the faulted run ({struck}) had not ended 400 s after the fault"
     finally:
         if first.poll() is None:
             os.killpg(first.pid, signal.SIGKILL)
@@ -242,6 +245,8 @@ def run_cluster_iteration(
         read_lines(log_path), fault_at, rerun_at, folder,
         tasks=CLUSTER_TASKS, expected=cluster_outputs(), bound=SLOTS,
     )  # fmt: skip
+    if hung:
+        verdict.add(hung)
     if left:
         verdict.add(f"jobs still queued 300 s after the faulted run: {left}")
     if fault != "follower" and "Traceback" in first_err:
