@@ -42,12 +42,13 @@ STATES = ("running", "succeeded", "failed")
 MESSAGE = 2000
 
 
-def expected(commit: int) -> tuple[list[str], int]:
-    """What commit ``commit`` wrote: each task's state, and the length of its message."""
+def expected(commit: int, longest: int = MESSAGE) -> tuple[list[str], int]:
+    """What commit ``commit`` wrote: each task's state, and the length of its message
+    (below ``longest``)."""
     import random
 
     rng = random.Random(commit)  # noqa: S311 - a reproducible workload, not a secret
-    return rng.choices(STATES, k=TASKS), rng.randrange(MESSAGE)
+    return rng.choices(STATES, k=TASKS), rng.randrange(longest)
 
 
 #: The writer, run on a node: commits until the stop file appears or SECONDS pass, then
@@ -63,6 +64,7 @@ from tests.fault.torn_reads import TASKS, expected
 SnapshotPublisher.cost_factor = 0.0  # every commit published: as fast as it can
 BatchedWriter.commit_interval = 1e9  # states and meta of a round in one commit, never split
 path, stop, seconds = Path(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+longest = int(sys.argv[4])
 db = StateDB(path)
 db.add_tasks((i, f"t[i={i}]", "t", f"t-{i}", [], "pending") for i in range(TASKS))
 db.set_meta(status="running", commits=0)
@@ -71,7 +73,7 @@ n = 0
 end = time.monotonic() + seconds
 while time.monotonic() < end and not stop.exists():
     n += 1
-    states, length = expected(n)
+    states, length = expected(n, longest)
     db.set_states(enumerate(states), message="x" * length)
     db.set_meta(commits=n)  # the same commit; at once: committed and published now
 db.set_meta(status="succeeded")
@@ -106,13 +108,24 @@ class Tally:
             self.examples.append(why)
 
 
-def check_view(db: StateDB, tally: Tally) -> None:
+def check_view(db: StateDB, tally: Tally, longest: int = MESSAGE, lean: bool = False) -> None:
     """One view (meta, counts, rows and order, as status shows them), checked to be of one
-    commit, and of no commit older than one seen before."""
+    commit, and of no commit older than one seen before. ``lean``: the rows are read as
+    (state, message length) by one query on the same reader, not as
+    :class:`~hpcflow.store.statedb.TaskRow` objects (a third of the time: for the long
+    recorded run)."""
     meta = db.meta()
     counts = db.counts()
-    rows = db.tasks()
-    order = db.names_in_order()
+    if lean:
+        rows = db._rows("SELECT state, length(message) FROM tasks ORDER BY idx")
+        seen = [state for state, _ in rows]
+        lengths = [size or 0 for _, size in rows]
+        order = ["t"]
+    else:
+        tasks = db.tasks()
+        seen = [r.state for r in tasks]
+        lengths = [len(r.message or "") for r in tasks]
+        order = db.names_in_order()
     tally.views += 1
     commit = int(meta.get("commits", -1))
     if commit < tally.last_commit:
@@ -120,12 +133,11 @@ def check_view(db: StateDB, tally: Tally) -> None:
     if commit <= 0:  # the tasks as added: all pending
         states, length = ["pending"] * TASKS, -1
     else:
-        states, length = expected(commit)
-    seen = [r.state for r in rows]
+        states, length = expected(commit, longest)
     if seen != states:
         differ = sum(a != b for a, b in zip(seen, states, strict=False))
-        tally.wrong_view(f"commit {commit}: {len(rows)} rows, {differ} states not of that commit")
-    elif length >= 0 and any(len(r.message or "") != length for r in rows):
+        tally.wrong_view(f"commit {commit}: {len(seen)} rows, {differ} states not of that commit")
+    elif length >= 0 and any(size != length for size in lengths):
         tally.wrong_view(f"commit {commit}: messages not of that commit")
     elif counts != {"t": dict(collections.Counter(states))} or order != ["t"]:
         tally.wrong_view(f"commit {commit}: counts {counts} are not its rows'")
@@ -136,10 +148,11 @@ def check_view(db: StateDB, tally: Tally) -> None:
 
 @contextlib.contextmanager
 def writer_on_node(
-    env: dict[str, str], folder: Path, seconds: float, node: str = "n2"
+    env: dict[str, str], folder: Path, seconds: float, longest: int = MESSAGE, node: str = "n2"
 ) -> Iterator[tuple[subprocess.Popen[str], Path, Path]]:
-    """The writer running on ``node`` (started, and ready: its tasks added); yields the
-    process, the state file and the stop file. Killed if still running at the end."""
+    """The writer running on ``node`` (started, and ready: its tasks added), its
+    messages shorter than ``longest``; yields the process, the state file and the stop
+    file. Killed if still running at the end."""
     state = folder / "state.sqlite"
     stop = folder / "stop"
     script = folder / "writer.py"
@@ -147,7 +160,7 @@ def writer_on_node(
     root = Path(__file__).resolve().parents[2]
     writer = subprocess.Popen(
         ["srun", "-N1", "-n1", "-w", node, sys.executable, str(script), str(state), str(stop),
-         str(seconds)],
+         str(seconds), str(longest)],
         env={**env, "PYTHONPATH": str(root)}, cwd=folder, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -173,6 +186,8 @@ def read_while_writing(
     enough: Callable[[Tally], bool],
     snapshots: SnapshotReader,
     progress: float = 0.0,
+    longest: int = MESSAGE,
+    lean: bool = False,
 ) -> Tally:
     """Views of ``state`` until the writer ends or the tally is ``enough``: a fresh
     reader each, as ``hpcflow status`` and ``read_run`` take them. ``progress``: log a
@@ -182,7 +197,7 @@ def read_while_writing(
     while writer.poll() is None and not enough(tally):
         try:
             with StateDB(state, readonly=True, snapshots=snapshots) as db:
-                check_view(db, tally)
+                check_view(db, tally, longest, lean)
         except Exception as exc:  # noqa: BLE001 - counted: a read that failed for good
             tally.errors[f"{type(exc).__name__}: {exc}"[:200]] += 1
         if progress and time.monotonic() - last_log >= progress:
@@ -202,6 +217,10 @@ def main() -> int:
     parser.add_argument("--reads", type=int, default=1_000_000)
     parser.add_argument("--plain", action="store_true", help="read state.sqlite itself")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between logs")
+    parser.add_argument("--lean", action="store_true", help="rows as (state, length) tuples")
+    parser.add_argument(
+        "--message", type=int, default=MESSAGE, help="messages shorter than this (bytes)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from tests.slurm_cluster import start_cluster
@@ -211,15 +230,21 @@ def main() -> int:
     with start_cluster() as cluster:
         folder = cluster.mkdtemp(prefix="torn-reads-")
         log.info("cluster up; writer on n2, reader here; folder %s", folder)
-        with writer_on_node(cluster.env, folder, seconds=10 * 24 * 3600) as (writer, state, stop):
+        with writer_on_node(cluster.env, folder, seconds=10 * 24 * 3600, longest=args.message) as (
+            writer,
+            state,
+            stop,
+        ):
             tally = read_while_writing(
-                state, writer, lambda t: t.views >= args.reads, snapshots, args.progress
-            )
+                state, writer, lambda t: t.views >= args.reads, snapshots, args.progress,
+                args.message, args.lean,
+            )  # fmt: skip
             stop.touch()
             out, err = writer.communicate(timeout=120)
     seconds = time.monotonic() - started
     print(
-        f"reader: {'plain state.sqlite' if args.plain else 'snapshots'}; views {tally.views}; "
+        f"reader: {'plain state.sqlite' if args.plain else 'snapshots'}; {TASKS} tasks, "
+        f"messages < {args.message} bytes; {'lean ' if args.lean else ''}views {tally.views}; "
         f"wrong views {tally.wrong}; snapshot reads torn (retried) {snapshots.torn}, "
         f"stale (retried) {snapshots.stale}; commits seen {tally.first_commit}.."
         f"{tally.last_commit}; writer commits {out.strip()}; failed reads "
