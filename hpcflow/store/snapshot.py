@@ -58,8 +58,9 @@ _FIELDS = struct.Struct(">8sQQI")
 #: Flag: the writer closed with the run over; nothing writes the state file any more.
 SEALED = 1
 
-#: How often a reader reads a snapshot that failed its checksum or went back.
-READ_TRIES = 8
+#: How often a reader reads a snapshot that failed its checksum, went back or was
+#: missing for a moment (0.01 s, then twice as long each time up to 1 s: 3.3 s in all).
+READ_TRIES = 10
 
 
 class TornSnapshot(ValueError):
@@ -201,33 +202,41 @@ class SnapshotReader:
         self.tries = tries
         self._remember = remember
         self._newest: OrderedDict[Path, Snapshot] = OrderedDict()
-        #: Reads that were not whole (checksum, length) or went back, each read again.
+        #: Reads that were not whole (checksum, length), went back, or found the file
+        #: missing for a moment (a name a rename replaced): each read again.
         self.torn = 0
         self.stale = 0
+        self.missing = 0
 
     def read(self, path: Path) -> Snapshot | None:
         """The newest whole snapshot at ``path``; None when there is none (a run from
-        before snapshots, or one whose first commit is not published yet)."""
+        before snapshots), or when no read of it succeeded and this process has seen
+        none of it before (said in the log: the caller then reads the state file)."""
         key = path.absolute()
         known = self._newest.get(key)
         delay = 0.01
         for attempt in range(1, self.tries + 1):
-            problem = self._read_once(path, known)
-            if isinstance(problem, Snapshot):
-                self._keep(key, problem)
-                return problem
-            if problem is None:
-                if known is None and attempt >= 2:
-                    return None  # no snapshot, twice
-            else:
-                log.debug("snapshot %s: %s; reading it again", path, problem)
+            got = self._read_once(path, known)
+            if isinstance(got, Snapshot):
+                self._keep(key, got)
+                return got
+            if got is None:
+                # Missing: a run from before snapshots, or, for a moment, a client that
+                # still looks the name up as the file a rename replaced. The folder's
+                # listing (read afresh, where a name's lookup may be cached) tells them
+                # apart.
+                if known is None and not _listed(path):
+                    return None
+                self.missing += 1
+                got = "missing for a moment"
+            log.debug("snapshot %s: %s; reading it again", path, got)
             if attempt < self.tries:
                 time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                delay = min(delay * 2, 1.0)
         if known is not None:
             log.warning(
-                "the snapshot %s failed %d reads (torn, or older than sequence %d already "
-                "seen); showing that newer whole snapshot instead",
+                "the snapshot %s failed %d reads (torn, missing, or older than sequence %d "
+                "already seen); showing that newer whole snapshot instead",
                 path, self.tries, known.seq,
             )  # fmt: skip
             return known
@@ -247,7 +256,7 @@ class SnapshotReader:
             return None
         except OSError as exc:
             if exc.errno == errno.ESTALE:  # renamed over while this client opened it
-                return f"stale handle ({exc})"
+                return None
             raise
         try:
             snapshot = decode(data)
@@ -264,6 +273,14 @@ class SnapshotReader:
         self._newest.move_to_end(key)
         while len(self._newest) > self._remember:
             self._newest.popitem(last=False)
+
+
+def _listed(path: Path) -> bool:
+    """Whether ``path``'s folder lists it."""
+    try:
+        return path.name in os.listdir(path.parent)
+    except OSError:
+        return False
 
 
 #: The reader every :class:`~hpcflow.store.statedb.StateDB` of this process shares, so

@@ -204,9 +204,9 @@ def read_while_writing(
             last_log = time.monotonic()
             rate = tally.views / (last_log - started)
             log.info(
-                "%d views (%.0f/s), %d wrong, %d torn and %d stale snapshot reads retried, "
-                "commit %s, load %s, errors %s",
-                tally.views, rate, tally.wrong, snapshots.torn, snapshots.stale,
+                "%d views (%.0f/s), %d wrong, snapshot reads retried: %d torn, %d stale, "
+                "%d missing; commit %s, load %s, errors %s",
+                tally.views, rate, tally.wrong, snapshots.torn, snapshots.stale, snapshots.missing,
                 tally.last_commit, os.getloadavg(), dict(tally.errors),
             )  # fmt: skip
     return tally
@@ -245,8 +245,8 @@ def main() -> int:
     print(
         f"reader: {'plain state.sqlite' if args.plain else 'snapshots'}; {TASKS} tasks, "
         f"messages < {args.message} bytes; {'lean ' if args.lean else ''}views {tally.views}; "
-        f"wrong views {tally.wrong}; snapshot reads torn (retried) {snapshots.torn}, "
-        f"stale (retried) {snapshots.stale}; commits seen {tally.first_commit}.."
+        f"wrong views {tally.wrong}; snapshot reads retried: torn {snapshots.torn}, "
+        f"stale {snapshots.stale}, missing {snapshots.missing}; commits seen {tally.first_commit}.."
         f"{tally.last_commit}; writer commits {out.strip()}; failed reads "
         f"{sum(tally.errors.values())} {dict(tally.errors)}; {seconds:.0f} s; "
         f"load {os.getloadavg()}"

@@ -83,6 +83,26 @@ def test_a_torn_file_after_a_whole_one_shows_the_whole_one(tmp_path):
     assert (got.seq, got.body) == (9, body) and reader.torn == 2
 
 
+def test_a_snapshot_missing_for_a_moment_is_read_again(tmp_path, caplog):
+    """A name a rename replaced can be missing on a client for a moment: a reader that
+    has seen the snapshot reads again, and at last shows the one it saw (never older)."""
+    path = tmp_path / "state.snapshot"
+    reader = sn.SnapshotReader(tries=3)
+    sn.publish(path, sn.Snapshot(9, _image(tmp_path)))
+    assert reader.read(path).seq == 9
+    path.unlink()
+    with caplog.at_level(logging.WARNING):
+        assert reader.read(path).seq == 9
+    assert reader.missing == 3 and "failed 3 reads" in caplog.text
+
+
+def test_no_snapshot_at_all_is_said_at_once(tmp_path):
+    """A run from before snapshots: its folder lists none, so no read is tried again."""
+    reader = sn.SnapshotReader()
+    assert reader.read(tmp_path / "state.snapshot") is None
+    assert reader.missing == 0
+
+
 def test_publish_replaces_the_file_atomically(tmp_path):
     """A new file, renamed over the old one: an open reader keeps the whole old file,
     and no temporary file is left."""
