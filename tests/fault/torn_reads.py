@@ -21,13 +21,17 @@ import argparse
 import collections
 import contextlib
 import logging
+import multiprocessing
 import os
+import queue as queue_module
 import subprocess
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from hpcflow.store.snapshot import Snapshot, SnapshotReader
@@ -182,19 +186,19 @@ def writer_on_node(
 
 def read_while_writing(
     state: Path,
-    writer: subprocess.Popen[str],
+    writing: Callable[[], bool],
     enough: Callable[[Tally], bool],
     snapshots: SnapshotReader,
     progress: float = 0.0,
     longest: int = MESSAGE,
     lean: bool = False,
 ) -> Tally:
-    """Views of ``state`` until the writer ends or the tally is ``enough``: a fresh
+    """Views of ``state`` while ``writing()`` and until the tally is ``enough``: a fresh
     reader each, as ``hpcflow status`` and ``read_run`` take them. ``progress``: log a
     line every so many seconds."""
     tally = Tally()
     started = last_log = time.monotonic()
-    while writer.poll() is None and not enough(tally):
+    while writing() and not enough(tally):
         try:
             with StateDB(state, readonly=True, snapshots=snapshots) as db:
                 check_view(db, tally, longest, lean)
@@ -212,9 +216,25 @@ def read_while_writing(
     return tally
 
 
+def _reader(
+    state: Path, quota: int, args: argparse.Namespace, writing: Event, results: Queue[dict]
+) -> None:
+    """One reader process of the recorded run: ``quota`` views, then its tally."""
+    snapshots = PlainReader() if args.plain else SnapshotReader()
+    tally = read_while_writing(
+        state, writing.is_set, lambda t: t.views >= quota, snapshots, args.progress,
+        args.message, args.lean,
+    )  # fmt: skip
+    results.put(
+        {"tally": tally, "torn": snapshots.torn, "stale": snapshots.stale,
+         "missing": snapshots.missing}
+    )  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reads", type=int, default=1_000_000)
+    parser.add_argument("--readers", type=int, default=1, help="reader processes")
     parser.add_argument("--plain", action="store_true", help="read state.sqlite itself")
     parser.add_argument("--progress", type=float, default=30.0, help="seconds between logs")
     parser.add_argument("--lean", action="store_true", help="rows as (state, length) tuples")
@@ -222,40 +242,61 @@ def main() -> int:
         "--message", type=int, default=MESSAGE, help="messages shorter than this (bytes)"
     )
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(message)s")
     from tests.slurm_cluster import start_cluster
 
-    snapshots = PlainReader() if args.plain else SnapshotReader()
+    context = multiprocessing.get_context("fork")
     started = time.monotonic()
+    results: list[dict] = []
     with start_cluster() as cluster:
         folder = cluster.mkdtemp(prefix="torn-reads-")
-        log.info("cluster up; writer on n2, reader here; folder %s", folder)
+        log.info("cluster up; writer on n2, %d readers here; folder %s", args.readers, folder)
         with writer_on_node(cluster.env, folder, seconds=10 * 24 * 3600, longest=args.message) as (
             writer,
             state,
             stop,
         ):
-            tally = read_while_writing(
-                state, writer, lambda t: t.views >= args.reads, snapshots, args.progress,
-                args.message, args.lean,
-            )  # fmt: skip
+            writing = context.Event()
+            writing.set()
+            queue: Queue[dict] = context.Queue()
+            quota = -(-args.reads // args.readers)
+            readers = [
+                context.Process(target=_reader, args=(state, quota, args, writing, queue))
+                for _ in range(args.readers)
+            ]
+            for reader in readers:
+                reader.start()
+            while len(results) < len(readers):
+                if writer.poll() is not None:
+                    writing.clear()
+                with contextlib.suppress(queue_module.Empty):
+                    results.append(queue.get(timeout=1.0))
+            for reader in readers:
+                reader.join()
             stop.touch()
             out, err = writer.communicate(timeout=120)
     seconds = time.monotonic() - started
+    tallies = [r["tally"] for r in results]
+    views = sum(t.views for t in tallies)
+    wrong = sum(t.wrong for t in tallies)
+    errors: collections.Counter[str] = sum((t.errors for t in tallies), collections.Counter())
+    firsts = [t.first_commit for t in tallies if t.first_commit is not None]
     print(
         f"reader: {'plain state.sqlite' if args.plain else 'snapshots'}; {TASKS} tasks, "
-        f"messages < {args.message} bytes; {'lean ' if args.lean else ''}views {tally.views}; "
-        f"wrong views {tally.wrong}; snapshot reads retried: torn {snapshots.torn}, "
-        f"stale {snapshots.stale}, missing {snapshots.missing}; commits seen {tally.first_commit}.."
-        f"{tally.last_commit}; writer commits {out.strip()}; failed reads "
-        f"{sum(tally.errors.values())} {dict(tally.errors)}; {seconds:.0f} s; "
-        f"load {os.getloadavg()}"
+        f"messages < {args.message} bytes; {args.readers} reader processes; "
+        f"{'lean ' if args.lean else ''}views {views}; wrong views {wrong}; snapshot reads "
+        f"retried: torn {sum(r['torn'] for r in results)}, stale "
+        f"{sum(r['stale'] for r in results)}, missing {sum(r['missing'] for r in results)}; "
+        f"commits seen {min(firsts, default=None)}..{max(t.last_commit for t in tallies)}; "
+        f"writer commits {out.strip()}; failed reads {sum(errors.values())} {dict(errors)}; "
+        f"{seconds:.0f} s; load {os.getloadavg()}"
     )
-    for example in tally.examples:
-        print("  wrong:", example)
+    for tally in tallies:
+        for example in tally.examples:
+            print("  wrong:", example)
     if writer.returncode != 0:
         print("writer failed:", err[-2000:])
-    return 1 if tally.wrong or writer.returncode != 0 else 0
+    return 1 if wrong or writer.returncode != 0 else 0
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def enough(tally: Tally) -> bool:
 def test_every_view_on_another_client_is_one_whole_commit(slurm_cluster, tmp_path):
     snapshots = SnapshotReader()
     with writer_on_node(slurm_cluster.env, tmp_path, seconds=300) as (writer, state, stop):
-        tally = read_while_writing(state, writer, enough, snapshots)
+        tally = read_while_writing(state, lambda: writer.poll() is None, enough, snapshots)
         stop.touch()
         out, err = writer.communicate(timeout=60)
     assert writer.returncode == 0, out + err
