@@ -13,7 +13,9 @@ shared file system. That decides the settings here:
   writer's node that dies loses nothing it had committed;
 - readers open the file read-only (``mode=ro``): they take shared locks and never write,
   so they cannot leave a journal or a lock behind; a read that a client's stale caches
-  fail is tried again on a fresh connection (:class:`SharedReader`);
+  fail is tried again on a fresh connection (:class:`SharedReader`). A read that such
+  caches tear without an error cannot be told, so readers of a run's ``state.sqlite``
+  read the snapshots its driver publishes instead (:mod:`hpcflow.store.snapshot`);
 - a commit on a network file system costs tens of milliseconds (about 19 ms on
   GlusterFS here), so writers batch: :class:`BatchedWriter` keeps statements in memory
   and commits them together at most every ``commit_interval`` seconds. What must not
