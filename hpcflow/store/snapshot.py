@@ -41,6 +41,7 @@ import os
 import sqlite3
 import struct
 import tempfile
+import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -202,6 +203,7 @@ class SnapshotReader:
         self.tries = tries
         self._remember = remember
         self._newest: OrderedDict[Path, Snapshot] = OrderedDict()
+        self._lock = threading.Lock()  # (one reader may serve a process's threads)
         #: Reads that were not whole (checksum, length), went back, or found the file
         #: missing for a moment (a name a rename replaced): each read again.
         self.torn = 0
@@ -213,7 +215,8 @@ class SnapshotReader:
         before snapshots), or when no read of it succeeded and this process has seen
         none of it before (said in the log: the caller then reads the state file)."""
         key = path.absolute()
-        known = self._newest.get(key)
+        with self._lock:
+            known = self._newest.get(key)
         delay = 0.01
         for attempt in range(1, self.tries + 1):
             got = self._read_once(path, known)
@@ -269,10 +272,13 @@ class SnapshotReader:
         return snapshot
 
     def _keep(self, key: Path, snapshot: Snapshot) -> None:
-        self._newest[key] = snapshot
-        self._newest.move_to_end(key)
-        while len(self._newest) > self._remember:
-            self._newest.popitem(last=False)
+        with self._lock:
+            newest = self._newest.get(key)
+            if newest is None or newest.seq <= snapshot.seq:  # (another thread's newer)
+                self._newest[key] = snapshot
+            self._newest.move_to_end(key)
+            while len(self._newest) > self._remember:
+                self._newest.popitem(last=False)
 
 
 def _listed(path: Path) -> bool:
