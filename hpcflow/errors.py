@@ -72,6 +72,10 @@ class RunError(HpcflowError):
     """A run cannot start or continue (locked, missing, unwritable run directory...)."""
 
 
+class WorkersGone(RunError):
+    """Every worker of a run's allocation is gone and none will come: the run cannot go on."""
+
+
 class RunLockedError(RunError):
     """Another run of the same workflow is active."""
 

@@ -38,7 +38,12 @@ from hpcflow.bootstrap.roles import (
     role_for,
     worker_local_index,
 )
-from hpcflow.bootstrap.workers import await_workers, record_workers, release_pool
+from hpcflow.bootstrap.workers import (
+    await_workers,
+    record_workers,
+    release_pool,
+    workers_gone_check,
+)
 from hpcflow.engine.pools import POOL_CAPACITY, POOL_VARIABLE, pool_resource
 from hpcflow.errors import HpcflowError
 from hpcflow.launchers import environment
@@ -437,6 +442,8 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
             deadline=deadline,
             drain_margin=min(30.0, 0.1 * float(walltime or 0)),
             pools=pools,
+            # (With pools, other allocations' workers may still come.)
+            workers_gone=None if pools else workers_gone_check(client, paths),
         )
         prepared.memo.close()
         drained = summary.drained

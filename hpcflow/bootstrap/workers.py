@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +116,31 @@ def _launch_end(paths: RunPaths) -> int | None:
         return int(json.loads(paths.worker_launch_end.read_text(encoding="utf-8"))["exit_status"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def workers_gone_check(client: Any, paths: RunPaths) -> Callable[[], str | None]:
+    """For the driver's loop: why every worker of this allocation is gone for good (the
+    workers' launch has ended and the scheduler has no worker left), else None. A lost
+    worker rank alone ends nothing (the launch keeps its other ranks); the launch itself
+    ending (srun killed, every node of it lost) takes all of them, and no worker will
+    come back within this allocation."""
+
+    def check() -> str | None:
+        ended = _launch_end(paths)
+        if ended is None:
+            return None
+        try:
+            if client.nthreads():
+                return None
+        except Exception as exc:  # noqa: BLE001 - a scheduler gone too: the run ends anyway
+            log.warning("cannot ask the scheduler for its workers: %s", exc)
+        return (
+            f"every worker of this allocation is gone: the workers' launch ended (exit "
+            f"status {ended}) and no worker is left; the tasks that did not finish run "
+            f"on the next `hpcflow run`{_stderr_tail(paths)}"
+        )
+
+    return check
 
 
 def release_pool(client: Any, pool: str) -> threading.Thread:

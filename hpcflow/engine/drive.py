@@ -13,9 +13,9 @@ from collections.abc import Callable
 from hpcflow.engine.driver import Driver, DriverResult, Observer, PoolPlan
 from hpcflow.engine.fanout import plan_made, waiting_message
 from hpcflow.engine.leftovers import end_leftovers
-from hpcflow.engine.lifecycle import RunSummary, conclude
+from hpcflow.engine.lifecycle import RunSummary, conclude, mark_unfinished
 from hpcflow.engine.prepare import PreparedRun
-from hpcflow.errors import RunError
+from hpcflow.errors import RunError, WorkersGone
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import remove_journals
 from hpcflow.store.process import ProcessIdentity
@@ -38,10 +38,13 @@ def drive(
     drain_margin: float = 30.0,
     on_driver: Callable[[Driver], None] | None = None,
     pools: PoolPlan | None = None,
+    workers_gone: Callable[[], str | None] | None = None,
 ) -> RunSummary:
     """Run the pending tasks of an existing run on a connected Dask ``client``.
 
     ``on_driver`` is given the driver before it starts (elastic mode reads its backlog).
+    ``workers_gone`` says why no worker is left nor will come (else None): the run then
+    ends with :class:`~hpcflow.errors.WorkersGone`, its unfinished tasks marked as such.
     """
     started = time.time()
     paths = prepared.factory.paths
@@ -75,6 +78,7 @@ def drive(
                 cancel_request=paths.cancel_request,
                 values_in_memory=not isinstance(client, PoolClient),
                 pools=pools,
+                workers_gone=workers_gone,
             )
             if on_driver is not None:
                 on_driver(driver)
@@ -95,6 +99,10 @@ def drive(
         remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
     except KeyboardInterrupt:
         return conclude(db, RunSummary(run_id, paths, {}, cancelled=True), started)
+    except WorkersGone as exc:
+        mark_unfinished(db, str(exc)[:500])
+        db.flush()
+        raise
     except (OSError, sqlite3.Error) as exc:
         problem = storage_problem(exc)
         if problem is None:

@@ -26,6 +26,7 @@ from hpcflow.engine.calls_factory import CallFactory
 from hpcflow.engine.chunk_submit import submit_chunks
 from hpcflow.engine.ledger import OutcomeLedger
 from hpcflow.engine.pools import pool_resource
+from hpcflow.errors import WorkersGone
 from hpcflow.store import statedb as st
 from hpcflow.store.memo import Memo
 from hpcflow.worker.calls import Outcome, TaskCall
@@ -137,8 +138,13 @@ class Driver:
         cancel_request: Path | None = None,
         values_in_memory: bool = False,
         pools: PoolPlan | None = None,
+        workers_gone: Callable[[], str | None] | None = None,
     ) -> None:
         self.graph = graph
+        #: Why no worker is left nor will come (the allocation's worker launch ended and
+        #: took every worker with it), or None: asked about once a second.
+        self.workers_gone = workers_gone
+        self._last_workers_check = 0.0
         self.pools = pools
         #: Tasks in flight per pool, and tasks of each pool not ended yet.
         self._inflight_in: dict[str | None, int] = {}
@@ -288,6 +294,7 @@ class Driver:
     def _loop(self) -> None:
         while self.remaining > 0:
             self._check_cancel_request()
+            self._check_workers()
             # Batched writes are committed at most once a second (wakes: at least twice).
             self.db.flush_due()
             self.memo.flush_due()
@@ -335,6 +342,20 @@ class Driver:
         if self.cancel_request.exists():
             log.warning("cancel requested (%s)", self.cancel_request)
             raise KeyboardInterrupt
+
+    def _check_workers(self) -> None:
+        """End the run with :class:`WorkersGone` once :attr:`workers_gone` says no worker
+        is left nor will come: the tasks in flight are lost and nothing else can run, so
+        waiting on would hold the allocation until its walltime."""
+        if self.workers_gone is None:
+            return
+        now = time.monotonic()
+        if now - self._last_workers_check < 1.0:
+            return
+        self._last_workers_check = now
+        why = self.workers_gone()
+        if why is not None:
+            raise WorkersGone(why)
 
     def _record_where(self) -> None:
         """Every few seconds, note which node each running task is on (for status)."""

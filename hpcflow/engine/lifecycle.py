@@ -56,7 +56,9 @@ class RunSummary:
     def ok(self) -> bool:
         """Every task ended well: none failed, skipped, cancelled or left unfinished (a
         driver that died before it ran them)."""
-        unfinished = any(self.totals.get(state) for state in (st.SKIPPED, st.PENDING, st.RUNNING))
+        unfinished = any(
+            self.totals.get(state) for state in (st.SKIPPED, st.PENDING, st.RUNNING, st.CANCELLED)
+        )
         return not self.cancelled and not self.failed and not unfinished
 
     @property
@@ -438,9 +440,9 @@ def summarize(
 ) -> RunSummary:
     """The :class:`RunSummary` of a batch run, read back from its state database.
 
-    A cancelled run may have lost its driver in the middle of a commit: until a writer
-    opens the file again (the next ``hpcflow run`` of it does) a read-only reader cannot
-    roll that commit back. The summary then says so instead of failing the cancellation.
+    A commit cut short by a killed driver is rolled back by the read
+    (:func:`hpcflow.store.damage.roll_back_cut_commit`); a cancelled run whose state still
+    cannot be read gets a summary that says so instead of failing the cancellation.
     """
     totals: dict[str, int] = {}
     try:

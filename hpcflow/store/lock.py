@@ -179,6 +179,12 @@ class RunLock:
                 log.info("the driver of run %s holds the workflow's lease now", record.run_id)
                 self._kept = True
                 return False
+            if current is None and record.allocations:
+                # The driver inside the run's allocation took it over and has already
+                # released it (its run ended between two renewals here).
+                log.info("the driver of run %s took the lease and released it", record.run_id)
+                self._kept = True
+                return False
         why = "the lease is gone" if current is None else f"run {current.run_id} holds it now"
         log.error("run %s lost the workflow's lease %s: %s", record.run_id, self.path, why)
         if self.on_lost is not None:

@@ -34,7 +34,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from hpcflow.store.damage import StateDamaged, is_damage
+from hpcflow.store.damage import (
+    StateDamaged,
+    is_cut_commit,
+    is_damage,
+    journal_of,
+    roll_back_cut_commit,
+)
 from hpcflow.store.snapshot import (
     READER,
     Snapshot,
@@ -439,7 +445,18 @@ class StateDB:
                 return self._writer.read(sql, params)
             if self._reader is None:  # closed: neither side is open any more
                 raise sqlite3.ProgrammingError(f"{self.path} is closed")
-            return self._reader.rows(sql, params)
+            try:
+                return self._reader.rows(sql, params)
+            except sqlite3.OperationalError as exc:
+                # Its writer died mid-commit (the driver; the submitting side for the
+                # joined submit.sqlite): roll back to the last commit, then read.
+                # (A reader of a snapshot's image reads no page of state.sqlite.)
+                image = self.snapshot is not None and not self.snapshot.sealed
+                files = (self.submit_path,) if image else (self.path, self.submit_path)
+                cut = [p for p in files if journal_of(p).exists()]
+                if not is_cut_commit(exc) or not all(map(roll_back_cut_commit, cut)):
+                    raise
+                return self._reader.rows(sql, params)
         except sqlite3.DatabaseError as exc:
             if is_damage(exc):
                 raise StateDamaged(self.path, str(exc)) from None

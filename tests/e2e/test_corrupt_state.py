@@ -138,3 +138,48 @@ def _side(tmp_path: Path) -> str:
         return (tmp_path / "side.txt").read_text()
     except FileNotFoundError:
         return ""
+
+
+#: A writer of a run's state that stops in the middle of a commit: it changes the run's
+#: status, writes enough to spill pages to the file, says so, and waits to be killed.
+CUT_WRITER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size=1")
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("UPDATE meta SET value = '\\"torn\\"' WHERE key = 'status'")
+conn.execute("CREATE TABLE filler(x)")
+conn.executemany("INSERT INTO filler VALUES (?)", [("y" * 1000,) for _ in range(3000)])
+print("mid-commit", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_run_whose_writer_was_killed_mid_commit_reads_as_its_last_commit(tmp_path, env, hpcflow):
+    """A driver SIGKILLed in the middle of a commit leaves SQLite's journal behind, which a
+    read-only reader cannot roll back ("attempt to write a readonly database": `hpcflow
+    runs` and `status` were tracebacks until the next `hpcflow run`). The reader now rolls
+    it back as the next writer would, says so, and shows the run as it last committed."""
+    (tmp_path / "steps.py").write_text(STEPS)
+    wf = write_workflow(tmp_path, WORKFLOW)
+    assert hpcflow("run", str(wf), "-q", cwd=tmp_path).returncode == 0
+    (run,) = _run_dirs(tmp_path)
+    state = run / "state.sqlite"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", CUT_WRITER, str(state)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline().strip() == "mid-commit"
+    finally:
+        writer.kill()
+        writer.wait()
+    assert Path(f"{state}-journal").exists(), "the killed writer left no journal"
+
+    shown = hpcflow("status", run.name, cwd=tmp_path)
+    assert shown.returncode == 0, shown.output
+    assert "Traceback" not in shown.output
+    assert "stopped in the middle of a commit" in shown.stderr, shown.stderr
+    assert "succeeded" in shown.stdout and "torn" not in shown.stdout, shown.stdout
+    assert not Path(f"{state}-journal").exists()
+    listed = hpcflow("runs", cwd=tmp_path)
+    assert listed.returncode == 0 and "succeeded" in listed.stdout, listed.output

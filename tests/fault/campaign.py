@@ -29,8 +29,9 @@ alone:
 
 Run it as a script for a recorded campaign (``python -m tests.fault.campaign --iterations
 200 --seed 1``); ``tests/fault/test_campaign.py`` runs a short seeded one in the suite.
-Faults on a cluster (pilot driver, node, follower, cancelled allocation, full disk) are
-not in it yet.
+``--cluster`` runs the faults on a cluster instead (pilot driver, worker, node, follower,
+cancelled allocation; :mod:`tests.fault.campaign_cluster`) on a test SLURM cluster it
+starts. A full disk is not in it yet.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -217,8 +219,19 @@ class Verdict:
         self.violations.append(message)
 
 
-def check(lines: list[Line], fault_at: float, rerun_at: float, folder: Path) -> Verdict:
-    """The three properties of the module docstring, from the side effects alone."""
+def check(
+    lines: list[Line],
+    fault_at: float,
+    rerun_at: float,
+    folder: Path,
+    *,
+    tasks: Iterable[str] = TASKS,
+    expected: dict[str, str] | None = None,
+    bound: int = SLOTS,
+) -> Verdict:
+    """The three properties of the module docstring, from the side effects alone:
+    ``tasks`` must each have run, ``expected`` (default :func:`expected_outputs`) are the
+    exact outputs, and ``bound`` ended tasks may run again (the slots in flight)."""
     verdict = Verdict()
     starts: dict[str, Line] = {}
     ends: dict[str, Line] = {}
@@ -254,12 +267,12 @@ def check(lines: list[Line], fault_at: float, rerun_at: float, folder: Path) -> 
     started_after = Counter(s.task for s in starts.values() if s.at >= rerun_at)
     again = [task for task in ended_before if started_after[task]]
     verdict.rerun_after_end = len(again)
-    if len(again) > SLOTS:
-        verdict.add(f"{len(again)} tasks that had ended ran again (bound {SLOTS}): {sorted(again)}")
-    never = [task for task in TASKS if task not in by_task]
+    if len(again) > bound:
+        verdict.add(f"{len(again)} tasks that had ended ran again (bound {bound}): {sorted(again)}")
+    never = [task for task in tasks if task not in by_task]
     if never:
         verdict.add(f"{len(never)} tasks never ran: {never[:5]}")
-    for name, text in expected_outputs().items():
+    for name, text in (expected_outputs() if expected is None else expected).items():
         path = folder / name
         got = path.read_text() if path.exists() else None
         if got != text:
@@ -368,13 +381,29 @@ def run_iteration(number: int, rng: random.Random, base: Path) -> Iteration:
     return Iteration(number, engine, fault, after_ends, verdict, time.monotonic() - began)
 
 
-def campaign(iterations: int, seed: int, base: Path) -> list[Iteration]:
+def campaign(
+    iterations: int,
+    seed: int,
+    base: Path,
+    cluster: Any = None,
+    start: int = 0,
+    faults: tuple[str, ...] | None = None,
+) -> list[Iteration]:
     """``iterations`` iterations from ``seed``; each iteration's generator is derived
-    from the seed and its number, so one iteration can be replayed alone."""
+    from the seed and its number, so one iteration can be replayed alone. With a test
+    SLURM ``cluster``, the iterations are its faults (:mod:`tests.fault.campaign_cluster`)
+    and ``base`` must be on its shared file system. ``faults``: only these (cluster
+    faults only)."""
     done = []
-    for number in range(iterations):
+    faults = (faults,) if faults else ()
+    for number in range(start, start + iterations):
         rng = random.Random(f"{seed}:{number}")
-        done.append(run_iteration(number, rng, base))
+        if cluster is None:
+            done.append(run_iteration(number, rng, base))
+        else:
+            from tests.fault.campaign_cluster import run_cluster_iteration
+
+            done.append(run_cluster_iteration(number, rng, base, cluster, *faults))
         it = done[-1]
         log.info(
             "iteration %d: %s/%s after %d ends, %d attempts, %d ended tasks re-ran, %.1f s, %s",
@@ -385,7 +414,7 @@ def campaign(iterations: int, seed: int, base: Path) -> list[Iteration]:
     return done
 
 
-def summary(done: Iterable[Iteration], seed: int) -> str:
+def summary(done: Iterable[Iteration], seed: int, bound: int = SLOTS) -> str:
     """A table of faults by kind, iterations and violations (for docs/reliability.md)."""
     done = list(done)
     rows = Counter((it.engine, it.fault) for it in done)
@@ -400,7 +429,7 @@ def summary(done: Iterable[Iteration], seed: int) -> str:
     total = sum(len(it.verdict.violations) for it in done)
     rerun = sum(it.verdict.rerun_after_end for it in done)
     lines.append(
-        f"violations: {total}; ended tasks that ran again (within the bound of {SLOTS}): {rerun}"
+        f"violations: {total}; ended tasks that ran again (within the bound of {bound}): {rerun}"
     )
     return "\n".join(lines)
 
@@ -409,16 +438,39 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--start", type=int, default=0, help="the first iteration's number")
+    parser.add_argument("--faults", default="", help="with --cluster: only these, comma-separated")
     parser.add_argument("--keep", action="store_true", help="keep the iterations' folders")
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the cluster faults, in pilot mode on a test SLURM cluster this starts",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    base = Path(tempfile.mkdtemp(prefix="hpcflow-campaign-"))
+    cluster = None
+    if args.cluster:
+        from tests.fault.campaign_cluster import CPUS
+        from tests.slurm_cluster import start_cluster
+
+        cluster = start_cluster(nodes=3, cpus=CPUS, keep=args.keep)
+        base = cluster.mkdtemp(prefix="campaign-")
+    else:
+        base = Path(tempfile.mkdtemp(prefix="hpcflow-campaign-"))
     try:
-        done = campaign(args.iterations, args.seed, base)
+        only = tuple(f for f in args.faults.split(",") if f) or None
+        done = campaign(args.iterations, args.seed, base, cluster, args.start, only)
     finally:
         if not args.keep:
             subprocess.run(["rm", "-rf", str(base)], check=False)
-    print(summary(done, args.seed))
+        if cluster is not None:
+            cluster.stop()
+    if cluster is not None:
+        from tests.fault.campaign_cluster import SLOTS as CLUSTER_SLOTS
+
+        print(summary(done, args.seed, CLUSTER_SLOTS))
+    else:
+        print(summary(done, args.seed))
     return 1 if any(it.verdict.violations for it in done) else 0
 
 
