@@ -144,11 +144,18 @@ def driver_alive(meta: dict[str, Any]) -> bool:
 
 
 def read_run(paths: RunPaths) -> RunView:
+    """What the run is now: its meta, counts and task order, all of one commit (one
+    snapshot: :mod:`hpcflow.store.snapshot`)."""
     try:
         with StateDB(paths.state_db, readonly=True) as db:
-            return RunView(paths, db.meta(), db.counts(), db.names_in_order())
+            return view_of(paths, db)
     except (FileNotFoundError, OSError) as exc:
         raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
+
+
+def view_of(paths: RunPaths, db: StateDB) -> RunView:
+    """The :class:`RunView` of the commit ``db`` (a reader) reads."""
+    return RunView(paths, db.meta(), db.counts(), db.names_in_order())
 
 
 def fresh_allocations(rows: list[Any]) -> list[Any]:

@@ -8,6 +8,15 @@ from hpcflow.api.locate import (
     fresh_allocations,
     latest_run_in,
     read_run,
+    view_of,
 )
 
-__all__ = ["RunView", "driver_alive", "find_run", "fresh_allocations", "latest_run_in", "read_run"]
+__all__ = [
+    "RunView",
+    "driver_alive",
+    "find_run",
+    "fresh_allocations",
+    "latest_run_in",
+    "read_run",
+    "view_of",
+]

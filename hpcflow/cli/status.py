@@ -163,17 +163,22 @@ _last_refresh: float | None = None
 
 def take_snapshot(paths: Any) -> Snapshot:
     from hpcflow.backends.base import AllocationState
-    from hpcflow.cli._common import fresh_allocations, read_run
+    from hpcflow.cli._common import fresh_allocations, view_of
     from hpcflow.cli._dashboard import dashboard_at, find_dashboard
+    from hpcflow.errors import RunError
     from hpcflow.store import statedb as st
     from hpcflow.store.statedb import StateDB
 
     global _last_refresh
-    view = read_run(paths)
-    with StateDB(paths.state_db, readonly=True) as db:
-        failed = db.tasks(states=(st.FAILED,))
-        running = db.tasks(states=(st.RUNNING,))
-        allocations = db.allocations()
+    try:
+        # One reader: the counts, the task lists and the status are of one commit.
+        with StateDB(paths.state_db, readonly=True) as db:
+            view = view_of(paths, db)
+            failed = db.tasks(states=(st.FAILED,))
+            running = db.tasks(states=(st.RUNNING,))
+            allocations = db.allocations()
+    except (FileNotFoundError, OSError) as exc:
+        raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
     if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
         _last_refresh = time.monotonic()
         allocations = fresh_allocations(allocations)

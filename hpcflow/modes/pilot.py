@@ -332,6 +332,7 @@ def _follow(
         while True:
             poller.poll_once()
             status = poller.latest.get(current)
+            db.refresh()  # this round's meta, counts and tasks: all of one commit
             meta = db.meta()
             if companions is not None:
                 if meta.get("status") not in _DRIVER_ENDED:
@@ -492,5 +493,7 @@ def _follow(
         log.warning("cancelling allocation %s", current)
         backend.cancel([current, *(companions.live(poller) if companions else [])])
         submit.declare_over(RunStatus.CANCELLED, "run cancelled")
+        db.refresh()
         return summarize(db, paths, run_id, started, cancelled=True)
+    db.refresh()  # the driver's last snapshot (sealed: the file itself) once it ended
     return summarize(db, paths, run_id, started)

@@ -127,6 +127,12 @@ class RunPaths:
         return self.run_dir / "state.sqlite"
 
     @property
+    def state_snapshot(self) -> Path:
+        """The last published whole commit of ``state.sqlite``, what readers read while
+        its driver may write (:mod:`hpcflow.store.snapshot`)."""
+        return self.run_dir / "state.snapshot"
+
+    @property
     def submit_db(self) -> Path:
         """Written only by the process that submits and follows the run's allocations."""
         return self.run_dir / "submit.sqlite"

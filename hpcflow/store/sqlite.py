@@ -13,7 +13,9 @@ shared file system. That decides the settings here:
   writer's node that dies loses nothing it had committed;
 - readers open the file read-only (``mode=ro``): they take shared locks and never write,
   so they cannot leave a journal or a lock behind; a read that a client's stale caches
-  fail is tried again on a fresh connection (:class:`SharedReader`);
+  fail is tried again on a fresh connection (:class:`SharedReader`). A read that such
+  caches tear without an error cannot be told, so readers of a run's ``state.sqlite``
+  read the snapshots its driver publishes instead (:mod:`hpcflow.store.snapshot`);
 - a commit on a network file system costs tens of milliseconds (about 19 ms on
   GlusterFS here), so writers batch: :class:`BatchedWriter` keeps statements in memory
   and commits them together at most every ``commit_interval`` seconds. What must not
@@ -27,7 +29,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -106,16 +108,19 @@ class SharedReader:
 
     :meth:`rows` tries a query again when the file system fails it transiently
     (:func:`transient`), each time on a fresh connection, so that neither SQLite's page
-    cache nor the kernel's keeps the stale pages that failed it.
+    cache nor the kernel's keeps the stale pages that failed it. ``opener`` makes the
+    main connection instead of opening ``path`` (a snapshot's image held in memory:
+    :func:`hpcflow.store.snapshot.open_image`); files are joined to it all the same.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, opener: Callable[[], sqlite3.Connection] | None = None) -> None:
         self.path = path
+        self._opener = opener
         self._attached: dict[str, Path] = {}
         self._conn: sqlite3.Connection | None = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        conn = connect_reader(self.path)
+        conn = self._opener() if self._opener is not None else connect_reader(self.path)
         try:
             for name, path in self._attached.items():
                 conn.execute(f"ATTACH DATABASE ? AS {name}", (read_only_uri(path),))
@@ -181,20 +186,30 @@ class BatchedWriter:
         self._conn = conn
         self._pending: list[tuple[str, list[tuple[Any, ...]]]] = []
         self._last_commit = time.monotonic()
+        #: Called after each commit, with whether it was asked for at once (``flush``,
+        #: ``write(..., now=True)``) rather than batched: the state file's snapshots are
+        #: published so (:class:`hpcflow.store.snapshot.SnapshotPublisher`).
+        self.on_commit: Callable[[bool], None] | None = None
 
     def write(self, sql: str, rows: Iterable[tuple[Any, ...]], *, now: bool = False) -> None:
         """Queue ``sql`` for each of ``rows``; commit at once with ``now`` or when due."""
         self._pending.append((sql, list(rows)))
-        if now or time.monotonic() - self._last_commit >= self.commit_interval:
+        if now:
             self.flush()
+        elif time.monotonic() - self._last_commit >= self.commit_interval:
+            self._commit(urgent=False)
 
     def flush_due(self) -> None:
         """Commit what waits if the interval has passed (cheap when nothing waits)."""
         if self._pending and time.monotonic() - self._last_commit >= self.commit_interval:
-            self.flush()
+            self._commit(urgent=False)
 
     def flush(self) -> None:
-        """Commit everything that waits, in one transaction."""
+        """Commit everything that waits, in one transaction, as something that must not
+        wait (``on_commit`` is told so)."""
+        self._commit(urgent=True)
+
+    def _commit(self, *, urgent: bool) -> None:
         self._last_commit = time.monotonic()
         if not self._pending:
             return
@@ -210,16 +225,18 @@ class BatchedWriter:
             self._pending = pending + self._pending
             raise
         conn.execute("COMMIT")
+        if self.on_commit is not None:
+            self.on_commit(urgent)
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> None:
         """Run ``sql`` at once, outside any transaction, after committing what waits: for
         what SQLite refuses inside one (``ATTACH``, ``DETACH``)."""
-        self.flush()
+        self._commit(urgent=False)
         self._conn.execute(sql, tuple(params))
 
     def read(self, sql: str, params: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
         """Rows of a query, after committing what waits."""
-        self.flush()
+        self._commit(urgent=False)
         return self._conn.execute(sql, tuple(params)).fetchall()
 
     def close(self) -> None:

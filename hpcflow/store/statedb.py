@@ -11,6 +11,14 @@ joins them: the allocations come from ``submit.sqlite``, and once the submitting
 declared the run over (its allocation ended, or it was cancelled) tasks the driver left
 running or pending read as cancelled, with the submitting side's reason.
 
+Readers never read ``state.sqlite`` while its driver may write it: a reader on another
+client of a network file system could see pages of two commits. They read the last
+snapshot the writer published (:mod:`hpcflow.store.snapshot`: one whole commit, checked),
+so a reader's meta, counts and rows all come from one commit; only once the snapshot is
+sealed (the driver closed with the run over, and nothing writes the file again) do they
+read the file itself. :meth:`StateDB.refresh` moves a long-lived reader (the pilot
+follower) to the newest snapshot.
+
 SQLite commits are atomic, so the state survives ``kill -9`` of either writer at any
 instant; writes are batched (at most one commit a second) and each finished task is also
 in its worker's journal at once, so nothing that finished is lost.
@@ -32,6 +40,14 @@ from hpcflow.store.damage import (
     is_damage,
     journal_of,
     roll_back_cut_commit,
+)
+from hpcflow.store.snapshot import (
+    READER,
+    Snapshot,
+    SnapshotPublisher,
+    SnapshotReader,
+    open_image,
+    snapshot_path,
 )
 from hpcflow.store.sqlite import BatchedWriter, SharedReader, connect_writer
 from hpcflow.store.states import RunStatus, TaskState
@@ -220,22 +236,36 @@ class StateDB:
 
     ``readonly=True`` is for every process but the driver (and the process creating the
     run): it never writes, and it joins ``submit.sqlite`` (``submit_path``, by default
-    the run directory's) for allocations and the submitting side's verdict.
+    the run directory's) for allocations and the submitting side's verdict. A reader
+    reads one snapshot, the newest when it opens, until :meth:`refresh`, through
+    ``snapshots`` (by default the process's :data:`~hpcflow.store.snapshot.READER`, which
+    remembers the newest it returned); the writer publishes snapshots after its commits
+    (:class:`SnapshotPublisher`).
     """
 
     def __init__(
-        self, path: Path, *, readonly: bool = False, submit_path: Path | None = None
+        self,
+        path: Path,
+        *,
+        readonly: bool = False,
+        submit_path: Path | None = None,
+        snapshots: SnapshotReader | None = None,
     ) -> None:
         from hpcflow.store.paths import RunPaths
 
         self.path = path
         self.readonly = readonly
         self.submit_path = submit_path or RunPaths(path.parent).submit_db
+        self.snapshot_path = snapshot_path(path)
+        self._snapshots = snapshots or READER
         self._attached = False
         self._writer: BatchedWriter | None = None
         self._reader: SharedReader | None = None
+        self._publisher: SnapshotPublisher | None = None
+        #: The snapshot a reader reads (None: it reads the file itself).
+        self.snapshot: Snapshot | None = None
         if readonly:
-            self._reader = SharedReader(path)
+            self._reader = self._open_reader(self._snapshots.read(self.snapshot_path))
         else:
             conn = connect_writer(path)
             try:
@@ -246,13 +276,52 @@ class StateDB:
                     raise StateDamaged(path, str(exc)) from None
                 raise
             self._writer = BatchedWriter(conn)
+            if str(path) != ":memory:":
+                self._publisher = SnapshotPublisher(path, self.snapshot_path)
+                self._writer.on_commit = self._publisher.committed
+
+    def _open_reader(self, snapshot: Snapshot | None) -> SharedReader:
+        """A reader of ``snapshot``; of the file itself when the snapshot is sealed or
+        there is none (a run from before snapshots)."""
+        if not self.path.exists():
+            raise FileNotFoundError(self.path)
+        self.snapshot = snapshot
+        if snapshot is None or snapshot.sealed:
+            return SharedReader(self.path)
+        return SharedReader(self.path, opener=lambda: open_image(snapshot.body))
+
+    def refresh(self) -> None:
+        """Readers: read the newest snapshot from now on (no-op when it is the same)."""
+        if self._reader is None:
+            return
+        newest = self._snapshots.read(self.snapshot_path)
+        current = self.snapshot
+        if newest is None and current is None:
+            return  # the file itself, as before
+        if newest is not None and current is not None:
+            if (newest.seq, newest.sealed) == (current.seq, current.sealed):
+                return
+        self._reader.close()
+        self._attached = False
+        self._reader = self._open_reader(newest)
 
     def close(self) -> None:
-        """Commit what waits (the driver's batched writes) and close."""
+        """Commit what waits (the driver's batched writes) and close; the writer publishes
+        its last snapshot, sealed when the run is over (nothing writes the file again)."""
         if self._writer is not None:
+            try:
+                over = self._own_status() in DRIVER_DONE
+            except (sqlite3.Error, OSError):
+                over = False
             self._writer.close()
+            if self._publisher is not None:
+                self._publisher.close(sealed=over)
         if self._reader is not None:
             self._reader.close()
+
+    def _own_status(self) -> str | None:
+        rows = self._rows("SELECT value FROM meta WHERE key = 'status'")
+        return json.loads(rows[0][0]) if rows else None
 
     def __enter__(self) -> StateDB:
         return self
@@ -273,9 +342,12 @@ class StateDB:
             self._writer.flush()
 
     def flush_due(self) -> None:
-        """Commit batched writes if the commit interval has passed."""
+        """Commit batched writes if the commit interval has passed, and publish the last
+        commit's snapshot if it is due."""
         if self._writer is not None:
             self._writer.flush_due()
+        if self._publisher is not None:
+            self._publisher.publish_due()
 
     def set_meta(self, **values: Any) -> None:
         """Run-level facts (status, pids, times): committed at once."""
@@ -378,7 +450,10 @@ class StateDB:
             except sqlite3.OperationalError as exc:
                 # Its writer died mid-commit (the driver; the submitting side for the
                 # joined submit.sqlite): roll back to the last commit, then read.
-                cut = [p for p in (self.path, self.submit_path) if journal_of(p).exists()]
+                # (A reader of a snapshot's image reads no page of state.sqlite.)
+                image = self.snapshot is not None and not self.snapshot.sealed
+                files = (self.submit_path,) if image else (self.path, self.submit_path)
+                cut = [p for p in files if journal_of(p).exists()]
                 if not is_cut_commit(exc) or not all(map(roll_back_cut_commit, cut)):
                     raise
                 return self._reader.rows(sql, params)

@@ -74,7 +74,8 @@ def test_files_use_a_rollback_journal_and_readers_cannot_write(tmp_path):
             reader.set_states([(0, st.FAILED)])
     after = paths.state_db.stat()
     assert (before.st_size, before.st_mtime_ns) == (after.st_size, after.st_mtime_ns)
-    assert sorted(p.name for p in paths.run_dir.iterdir()) == ["state.sqlite"]
+    # (state.snapshot: the writer's last whole commit, what readers read)
+    assert sorted(p.name for p in paths.run_dir.iterdir()) == ["state.snapshot", "state.sqlite"]
 
 
 def test_allocations_recorded_before_pools_existed_still_read_and_take_pools(tmp_path):
@@ -331,6 +332,7 @@ def test_a_driver_killed_in_a_commit_leaves_its_last_commit(tmp_path, monkeypatc
 
     from hpcflow.engine.lifecycle import summarize
     from hpcflow.store import sqlite as shared
+    from hpcflow.store.snapshot import SnapshotReader
 
     paths, db = _run(tmp_path, n=200)
     db.close()
@@ -338,7 +340,12 @@ def test_a_driver_killed_in_a_commit_leaves_its_last_commit(tmp_path, monkeypatc
     assert died.returncode == -9
     assert paths.state_db.with_name(paths.state_db.name + "-journal").exists()  # a hot journal
     monkeypatch.setattr(shared, "READ_TRIES", 2)
-    reader = st.StateDB(paths.state_db, readonly=True)
+    # Readers read the last published snapshot: the last whole commit, hot journal or not.
+    with st.StateDB(paths.state_db, readonly=True) as reader:
+        assert reader.snapshot is not None
+        assert [r.state for r in reader.tasks()] == [st.PENDING] * 200
+    paths.state_snapshot.unlink()  # a run from before snapshots: the file itself
+    reader = st.StateDB(paths.state_db, readonly=True, snapshots=SnapshotReader())
     # The journal stays hot through the reader's tries (no writer holds the lock): the
     # reader rolls the commit back as the next writer would, and reads the last commit.
     summary = summarize(reader, paths, "r1", time.time())
