@@ -345,6 +345,9 @@ class JobsFollower:
         self.transient_failures = 0
         self.limit_backoff.accepted()
         job.native_id = native_id
+        # The lease names the job at once: a re-run stays out while it is queued or
+        # running, even after this process (the run's driver) was killed.
+        self.prepared.lock.note_allocations(self.backend.name, [native_id])
         job.after = list(depends)
         self.waiting.remove(unit.number)
         self.submit.add_allocation(

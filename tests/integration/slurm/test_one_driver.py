@@ -176,3 +176,61 @@ def test_an_allocation_still_queued_keeps_the_workflow(
     rerun = json.loads(hpcflow_slurm("status", "--json").stdout)["run_id"]
     assert hpcflow_slurm("cancel", rerun).returncode == 0
     assert queue_drains(slurm_cluster, timeout=60) == []
+
+
+#: Each attempt of a task appends its start (and, were it let through, its end) to a file
+#: of the task's own: side effects counted outside hpcflow's records.
+COUNTED = """
+name: counted
+tasks:
+  - name: nap
+    foreach: {i: [1, 2]}
+    command: echo "start $SLURM_JOB_ID" >> starts-{i}; sleep 300; echo end >> starts-{i}
+"""
+
+
+def test_a_jobs_mode_rerun_after_its_driver_was_killed_waits_for_its_jobs(
+    tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
+):
+    """Jobs mode: the `hpcflow run` process is the driver and its tasks are batch jobs,
+    which outlive it. The jobs are named in the workflow's lease as they are submitted, so
+    a re-run right after `kill -9` of the driver is refused while they are queued or
+    running (it used to take the stale lease over and submit every task again, a second
+    attempt beside the first); after `hpcflow cancel` it starts."""
+    wf = write_workflow(tmp_path, COUNTED)
+    args = ("run", str(wf), "--profile", "slurm-test", "--mode", "jobs", "-q")
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "hpcflow.cli.main", *args],
+        cwd=tmp_path, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    starts = [tmp_path / f"starts-{i}" for i in (1, 2)]
+    try:
+        _wait("both tasks to start", lambda: all(p.exists() and p.read_text() for p in starts))
+        run_id = json.loads(hpcflow_slurm("status", "--json").stdout)["run_id"]
+        os.kill(driver.pid, signal.SIGKILL)
+        driver.wait(timeout=30)
+        _refused(hpcflow_slurm(*args), run_id)
+        time.sleep(2)  # what a second run would have started by now
+        assert [p.read_text().count("start") for p in starts] == [1, 1]
+        cancelled = hpcflow_slurm("cancel", run_id)
+        assert cancelled.returncode == 0, cancelled.output
+        assert queue_drains(slurm_cluster, timeout=60) == []
+        again = subprocess.Popen(
+            [sys.executable, "-m", "hpcflow.cli.main", *args],
+            cwd=tmp_path, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, start_new_session=True,
+        )  # fmt: skip
+        try:
+            _wait("the re-run's tasks to start", lambda: all(
+                p.read_text().count("start") == 2 for p in starts
+            ))  # fmt: skip
+        finally:
+            os.killpg(again.pid, signal.SIGINT)  # Ctrl-C: the run cancels its jobs
+            again.communicate(timeout=60)
+    finally:
+        if driver.poll() is None:
+            os.kill(driver.pid, signal.SIGKILL)
+            driver.wait()
+    assert queue_drains(slurm_cluster, timeout=60) == []
+    assert all("end" not in p.read_text() for p in starts)
