@@ -137,7 +137,8 @@ def workers_gone_check(client: Any, paths: RunPaths) -> Callable[[], str | None]
         return (
             f"every worker of this allocation is gone: the workers' launch ended (exit "
             f"status {ended}) and no worker is left; the tasks that did not finish run "
-            f"on the next `hpcflow run`{_stderr_tail(paths)}"
+            f"on the next `hpcflow run` (the launch's messages are in the allocation's "
+            f"stderr log in {paths.allocations_dir})"
         )
 
     return check

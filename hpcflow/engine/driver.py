@@ -43,6 +43,30 @@ log = logging.getLogger(__name__)
 #: again (which needs a worker: none, once every worker of an allocation is gone): the
 #: chunk counts as lost, and the driver's own retry decides.
 FETCH_SECONDS = 30.0
+#: Seconds between two looks, while a result is awaited, at whether any worker is left.
+FETCH_STEP = 1.0
+#: Seconds the results of a round's finished engine tasks may take to come in one batch
+#: (milliseconds when their workers live); then they are fetched one by one.
+GATHER_SECONDS = 5.0
+
+
+def fetch_result(future: Any, workers_gone: Callable[[], str | None] | None) -> Any:
+    """``future``'s result, waited for at most :data:`FETCH_SECONDS`; raises
+    :class:`WorkersGone` as soon as ``workers_gone`` says no worker is left (the result
+    cannot come), and the timeout's error when the time is up."""
+    deadline = time.monotonic() + FETCH_SECONDS
+    while True:
+        left = max(0.01, min(FETCH_STEP, deadline - time.monotonic()))
+        try:
+            return future.result(timeout=left)
+        except TimeoutError:
+            why = workers_gone() if workers_gone is not None else None
+            if why is not None:
+                raise WorkersGone(why) from None
+            if time.monotonic() >= deadline:
+                raise
+
+
 #: How long the end of a run waits for the workers to write the value files they hold.
 VALUE_FILES_SECONDS = 300.0
 
@@ -581,7 +605,7 @@ class Driver:
             try:
                 # (Client.gather takes no timeout; Future.result passes its own this way.)
                 got = self.client.sync(
-                    self.client._gather, finished, callback_timeout=FETCH_SECONDS
+                    self.client._gather, finished, callback_timeout=GATHER_SECONDS
                 )
                 fetched = dict(zip([f.key for f in finished], got, strict=True))
             except Exception:  # one of them is gone since (a lost worker): one by one
@@ -592,7 +616,9 @@ class Driver:
                 results.append(fetched[future.key])
                 continue
             try:
-                results.append(future.result(timeout=FETCH_SECONDS))
+                results.append(fetch_result(future, self.workers_gone))
+            except WorkersGone:
+                raise
             except Exception as exc:  # a lost worker or a crash outside any task
                 if getattr(future, "status", None) != "error":
                     # Its result went with its worker: not made again behind our back.

@@ -1,8 +1,9 @@
 """The driver fetching an ended engine task's result whose worker has died since: with
 no worker left, Dask would wait to make it again for ever (a pilot whose workers' launch
-died hung so until its walltime, found by the fault campaign). The fetch gives up after
-FETCH_SECONDS, counts the chunk as lost and cancels it, so Dask does not run it again
-behind the driver's back. A real local Dask cluster; its one worker process is SIGKILLed."""
+died hung so until its walltime, found by the fault campaign). The fetch ends the run at
+once (WorkersGone) when the driver's check says no worker is left; untold, it gives up
+after FETCH_SECONDS, counts the chunk as lost and cancels it, so Dask does not run it
+again behind the driver's back. A real local Dask cluster; its one worker process is SIGKILLed."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import time
 from types import SimpleNamespace
 
 import distributed
+import pytest
 
 from hpcflow.engine import driver as driver_module
+from hpcflow.errors import WorkersGone
 
 
 def test_a_result_lost_with_the_last_worker_is_given_up_not_waited_for(monkeypatch):
-    monkeypatch.setattr(driver_module, "FETCH_SECONDS", 2.0)
     with distributed.LocalCluster(
         n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
@@ -38,8 +40,18 @@ def test_a_result_lost_with_the_last_worker_is_given_up_not_waited_for(monkeypat
             while client.scheduler_info()["workers"] and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert not client.scheduler_info()["workers"], "the worker did not go"
+            # The driver's loop asks whether any worker is left while it waits: no.
+            gone = SimpleNamespace(client=client, workers_gone=lambda: "every worker is gone")
+            monkeypatch.setattr(driver_module, "FETCH_SECONDS", 60.0)
             started = time.monotonic()
-            (result,) = driver_module.Driver._results(SimpleNamespace(client=client), [future])
+            with pytest.raises(WorkersGone, match="every worker is gone"):
+                driver_module.Driver._results(gone, [future])
+            assert time.monotonic() - started < 10, "it waited for the result all the same"
+            # Not told (a run with pools: other workers may come): given up after a while.
+            monkeypatch.setattr(driver_module, "FETCH_SECONDS", 2.0)
+            started = time.monotonic()
+            plain = SimpleNamespace(client=client, workers_gone=None)
+            (result,) = driver_module.Driver._results(plain, [future])
             assert isinstance(result, Exception), result
             assert time.monotonic() - started < 30
             assert future.status == "cancelled"
