@@ -6,8 +6,8 @@ of three Python tasks handing values on, a shell reduce and a Python reduce, plu
 task that reads both reduces. Every attempt of every task appends a ``start`` line when
 it begins, a ``beat`` line every 0.1 s while it works and an ``end`` line when it has
 written its output, each with an attempt id (its pid and a random token) and a wall-clock
-time, to ``attempts.log``: a file outside hpcflow's state, written by the tasks
-themselves.
+time, to a file of its own in ``attempts/``: outside hpcflow's state, written by the
+tasks themselves.
 
 The iteration picks, from its own seeded random generator, an engine (the pool or the
 embedded Dask cluster), a fault and an instant (after K attempts have ended):
@@ -17,7 +17,7 @@ embedded Dask cluster), a fault and an instant (after K attempts have ended):
 * ``task``: SIGKILL of one running attempt's process (the shell or the Python worker
   whose pid its attempt id names).
 
-Then it re-runs the workflow to the end and checks, from ``attempts.log`` and the outputs
+Then it re-runs the workflow to the end and checks, from ``attempts/`` and the outputs
 alone:
 
 1. no task ever had two attempts alive at once (an attempt is alive from its ``start``
@@ -70,10 +70,12 @@ FAULTS = ("driver", "task")
 STEPS = """
 import os, random, secrets, time
 
-LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempts.log")
+LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempts")
 
 def _line(what, task, attempt):
-    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.makedirs(LOGS, exist_ok=True)
+    path = os.path.join(LOGS, f"{task}.{attempt}")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, f"{what} {task} {attempt} {time.time():.6f}\\n".encode())
     finally:
@@ -120,11 +122,12 @@ def third(x):
 """
 
 SHELL = (
-    'a="$$-$RANDOM$RANDOM"; echo "start sh{i} $a $(date +%s.%N)" >> attempts.log; '
+    'a="$$-$RANDOM$RANDOM"; f=attempts/sh{i}.$a; mkdir -p attempts; '
+    'echo "start sh{i} $a $(date +%s.%N)" >> $f; '
     "for k in $(seq $((RANDOM % 4 + 1))); do sleep 0.1; "
-    'echo "beat sh{i} $a $(date +%s.%N)" >> attempts.log; done; '
+    'echo "beat sh{i} $a $(date +%s.%N)" >> $f; done; '
     "mkdir -p out; echo {i} {i} {i} > out/sh{i}.txt; "
-    'echo "end sh{i} $a $(date +%s.%N)" >> attempts.log'
+    'echo "end sh{i} $a $(date +%s.%N)" >> $f'
 )
 
 WORKFLOW = f"""
@@ -137,9 +140,10 @@ tasks:
   - name: sh_total
     needs: [sh]
     command: >-
-      a="$$-$RANDOM"; echo "start sh_total $a $(date +%s.%N)" >> attempts.log;
+      a="$$-$RANDOM"; f=attempts/sh_total.$a; mkdir -p attempts;
+      echo "start sh_total $a $(date +%s.%N)" >> $f;
       cat out/sh*.txt | awk '{{s += $1 + $2 + $3}} END {{print s}}' > sh_total.txt;
-      echo "end sh_total $a $(date +%s.%N)" >> attempts.log
+      echo "end sh_total $a $(date +%s.%N)" >> $f
     outputs: [sh_total.txt]
   - name: py
     foreach: {{i: {{range: [0, {N_PY}]}}}}
@@ -158,9 +162,10 @@ tasks:
   - name: last
     needs: [sh_total, gather, third]
     command: >-
-      a="$$-$RANDOM"; echo "start last $a $(date +%s.%N)" >> attempts.log;
+      a="$$-$RANDOM"; f=attempts/last.$a; mkdir -p attempts;
+      echo "start last $a $(date +%s.%N)" >> $f;
       cat sh_total.txt py_total.txt chain.txt > last.txt;
-      echo "end last $a $(date +%s.%N)" >> attempts.log
+      echo "end last $a $(date +%s.%N)" >> $f
     outputs: [last.txt]
 """
 
@@ -185,7 +190,7 @@ def expected_outputs() -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Line:
-    """One line a task wrote to attempts.log."""
+    """One line an attempt wrote to its file in attempts/."""
 
     what: str
     task: str
@@ -194,10 +199,12 @@ class Line:
 
 
 def read_lines(path: Path) -> list[Line]:
-    """The complete lines of ``attempts.log`` (a line being written is left out)."""
-    if not path.exists():
+    """The complete lines the attempts wrote to their files in the folder ``path``, one
+    file per attempt (so one writer per file: appends from two clients of a network file
+    system to one file can overwrite each other); a line being written is left out."""
+    if not path.is_dir():
         return []
-    text = path.read_text()
+    text = "".join(p.read_text() for p in sorted(path.iterdir()) if p.is_file())
     lines = []
     for raw in text.splitlines(keepends=True):
         parts = raw.split()
@@ -336,7 +343,7 @@ def run_iteration(number: int, rng: random.Random, base: Path) -> Iteration:
         argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )  # fmt: skip
-    log_path = folder / "attempts.log"
+    log_path = folder / "attempts"
     fault_at = time.time()
     try:
         deadline = time.monotonic() + 180

@@ -62,11 +62,13 @@ from mpi4py import MPI
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
-LOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempts.log")
+LOGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "attempts")
 
 
 def line(what, attempt):
-    fd = os.open(LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.makedirs(LOGS, exist_ok=True)
+    path = os.path.join(LOGS, f"mpi.{attempt}")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, f"{what} mpi {attempt} {time.time():.6f}\\n".encode())
     finally:
@@ -211,7 +213,7 @@ def run_cluster_iteration(
     env = {**hpcflow_env(base / "home"), **cluster.extra_env}
     argv = [sys.executable, "-m", "hpcflow.cli.main", "run", "workflow.yaml", "-q",
             "--profile", "slurm-test", "--nodes", str(NODES)]  # fmt: skip
-    log_path = folder / "attempts.log"
+    log_path = folder / "attempts"
     first = subprocess.Popen(
         argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
