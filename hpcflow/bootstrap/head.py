@@ -37,7 +37,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
-from hpcflow.bootstrap.abandoned import end_abandoned_tasks
+from hpcflow.bootstrap.abandoned import end_abandoned_tasks, warm_up
 from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.paths import RunPaths
 
@@ -128,6 +128,7 @@ def supervise(
 
     for signum in FORWARDED:
         signal.signal(signum, forward)
+    warm_up()  # a killed driver's tasks are then ended within a second
     # The driver's walltime deadline counts from the allocation's start, which this
     # process (the batch script, exec'd) marks, not from its own start seconds later.
     os.environ.setdefault(STARTED_VARIABLE, f"{process_started():.3f}")
