@@ -38,10 +38,11 @@ from hpcflow.worker.value_writes import wait_for_saves
 
 log = logging.getLogger(__name__)
 
-#: Seconds the driver waits to fetch the result of an engine task that has ended. A
-#: result lost with its worker after the task ended is not waited for until Dask makes it
-#: again (which needs a worker: none, once every worker of an allocation is gone): the
-#: chunk counts as lost, and the driver's own retry decides.
+#: Seconds the driver waits for the result of an engine task that has ended while the
+#: cluster has no worker at all. A result lost with its worker after the task ended is
+#: made again by Dask on another worker (the driver waits for it, as long as it takes);
+#: with no worker left it would wait for ever: it gives the chunk up as lost instead, and
+#: its own retry decides.
 FETCH_SECONDS = 30.0
 #: Seconds between two looks, while a result is awaited, at whether any worker is left.
 FETCH_STEP = 1.0
@@ -50,21 +51,38 @@ FETCH_STEP = 1.0
 GATHER_SECONDS = 5.0
 
 
-def fetch_result(future: Any, workers_gone: Callable[[], str | None] | None) -> Any:
-    """``future``'s result, waited for at most :data:`FETCH_SECONDS`; raises
-    :class:`WorkersGone` as soon as ``workers_gone`` says no worker is left (the result
-    cannot come), and the timeout's error when the time is up."""
-    deadline = time.monotonic() + FETCH_SECONDS
+def fetch_result(
+    future: Any, workers_gone: Callable[[], str | None] | None, any_worker: Callable[[], bool]
+) -> Any:
+    """``future``'s result. Raises :class:`WorkersGone` as soon as ``workers_gone`` says no
+    worker is left nor will come, and the timeout's error once ``any_worker`` has said no
+    for :data:`FETCH_SECONDS` in a row; while some worker is there it waits."""
+    alone_since: float | None = None
     while True:
-        left = max(0.01, min(FETCH_STEP, deadline - time.monotonic()))
         try:
-            return future.result(timeout=left)
+            return future.result(timeout=FETCH_STEP)
         except TimeoutError:
             why = workers_gone() if workers_gone is not None else None
             if why is not None:
                 raise WorkersGone(why) from None
-            if time.monotonic() >= deadline:
+            if any_worker():
+                alone_since = None
+                continue
+            now = time.monotonic()
+            alone_since = now if alone_since is None else alone_since
+            if now - alone_since >= FETCH_SECONDS:
                 raise
+
+
+def has_workers(client: Any) -> bool:
+    """Whether ``client``'s cluster has a worker now (an engine that cannot say: yes)."""
+    nthreads = getattr(client, "nthreads", None)
+    if nthreads is None:
+        return True
+    try:
+        return bool(nthreads())
+    except Exception:  # noqa: BLE001 - a scheduler that does not answer has none to offer
+        return False
 
 
 #: How long the end of a run waits for the workers to write the value files they hold.
@@ -616,7 +634,9 @@ class Driver:
                 results.append(fetched[future.key])
                 continue
             try:
-                results.append(fetch_result(future, self.workers_gone))
+                results.append(
+                    fetch_result(future, self.workers_gone, lambda: has_workers(self.client))
+                )
             except WorkersGone:
                 raise
             except Exception as exc:  # a lost worker or a crash outside any task

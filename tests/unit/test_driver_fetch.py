@@ -23,12 +23,7 @@ def test_a_result_lost_with_the_last_worker_is_given_up_not_waited_for(monkeypat
     with distributed.LocalCluster(
         n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
     ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
-        # One worker process of its own, no nanny: killed, it is not started again.
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address,
-             "--no-nanny", "--nthreads", "1", "--no-dashboard"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        worker = _worker(cluster.scheduler_address)
         try:
             client.wait_for_workers(1, timeout=60)
             future = client.submit(pow, 7, 2, pure=False)  # (a builtin: the worker has it)
@@ -58,3 +53,41 @@ def test_a_result_lost_with_the_last_worker_is_given_up_not_waited_for(monkeypat
         finally:
             worker.kill()
             worker.wait()
+
+
+def _worker(address: str) -> subprocess.Popen:
+    """A Dask worker process of its own, no nanny: killed, it is not started again."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "distributed.cli.dask_worker", address,
+         "--no-nanny", "--nthreads", "1", "--no-dashboard"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def test_a_result_lost_while_another_worker_is_there_is_waited_for(monkeypatch):
+    """Another worker is there: Dask makes the lost result again on it, and the driver
+    waits for that however long it takes (giving the chunk up would have the driver's
+    retry run it a third time, beside Dask's second). Here the task sleeps 3 s, and the
+    fetch would give up after 1 s with no worker."""
+    monkeypatch.setattr(driver_module, "FETCH_SECONDS", 1.0)
+    with distributed.LocalCluster(
+        n_workers=0, processes=False, protocol="tcp", host="127.0.0.1", dashboard_address=None
+    ) as cluster, distributed.Client(cluster) as client:  # fmt: skip
+        first = _worker(cluster.scheduler_address)
+        second = None
+        try:
+            client.wait_for_workers(1, timeout=60)
+            future = client.submit(time.sleep, 3, pure=False)  # (a builtin: the worker has it)
+            distributed.wait(future, timeout=60)
+            first.kill()
+            first.wait()
+            second = _worker(cluster.scheduler_address)
+            client.wait_for_workers(1, timeout=60)
+            driver = SimpleNamespace(client=client, workers_gone=None)
+            (result,) = driver_module.Driver._results(driver, [future])
+            assert result is None, result  # time.sleep's: made again, not given up
+        finally:
+            for proc in (first, second):
+                if proc is not None:
+                    proc.kill()
+                    proc.wait()
