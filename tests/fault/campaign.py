@@ -598,7 +598,7 @@ def summary(done: Iterable[Iteration], seed: int, mode: str = "local") -> str:
     rows = Counter((it.engine, it.fault) for it in done)
     bad = Counter((it.engine, it.fault) for it in done if it.verdict.violations)
     missed = Counter((it.engine, it.fault) for it in done if not it.struck)
-    again = Counter()
+    again: Counter[tuple[str, str]] = Counter()
     for it in done:
         again[(it.engine, it.fault)] += it.verdict.rerun_after_end
     bounds = {(it.engine, it.fault): it.bound for it in done}

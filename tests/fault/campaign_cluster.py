@@ -171,8 +171,8 @@ def _strike(
             cluster.run(["scancel", job], check=False)
         return f"scancel {' '.join(jobs) or '(no job)'}"
     if fault == "node":
-        jobs = _jobs(cluster)
-        nodes = [n for _, nodelist in jobs for n in _nodes_of(nodelist, cluster)] if jobs else []
+        queued = _jobs(cluster)
+        nodes = [n for _, nodelist in queued for n in _nodes_of(nodelist, cluster)]
         if not nodes:
             return "no node in use"
         node = rng.choice(sorted(set(nodes)))
