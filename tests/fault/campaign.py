@@ -9,13 +9,19 @@ written its output, each with an attempt id (its pid and a random token) and a w
 time, to a file of its own in ``attempts/``: outside hpcflow's state, written by the
 tasks themselves.
 
-The iteration picks, from its own seeded random generator, an engine (the pool or the
-embedded Dask cluster), a fault and an instant (after K attempts have ended):
+The iteration picks, from its own seeded random generator, a fault, an engine (the pool
+or the embedded Dask cluster) and an instant (after K attempts have ended):
 
 * ``driver``: SIGKILL of the ``hpcflow run`` process alone (not its process group: its
   tasks must die with it);
 * ``task``: SIGKILL of one running attempt's process (the shell or the Python worker
-  whose pid its attempt id names).
+  whose pid its attempt id names);
+* ``disk``: the iteration's folder (workflow, outputs, ``.hpcflow``) is a tmpfs of 8 MiB
+  of its own, and at the instant a filler file is written to it until it is full; the
+  run must end within the same wait as other faults, with a clear error (the disk is
+  full, or the tasks it failed) and no traceback; the filler is then removed.
+  ``attempts/`` is a link to a folder on the larger file system beside it, so the
+  tasks' lines are written whole while the disk is full.
 
 Then it re-runs the workflow to the end and checks, from ``attempts/`` and the outputs
 alone:
@@ -25,13 +31,16 @@ alone:
    was alive then), and no attempt of the faulted run ends after the re-run began;
 2. of the tasks that had ended before the fault, at most ``SLOTS`` ran again (attempts
    that had ended but whose end the driver had not yet recorded: tasks in flight);
-3. every output is exact.
+3. every output is exact, the faulted run ended within its wait, the re-run exits 0, and
+   neither printed a traceback (the faulted run: unless it was killed).
 
 Run it as a script for a recorded campaign (``python -m tests.fault.campaign --iterations
 200 --seed 1``); ``tests/fault/test_campaign.py`` runs a short seeded one in the suite.
 ``--cluster`` runs the faults on a cluster instead (pilot driver, worker, node, follower,
 cancelled allocation; :mod:`tests.fault.campaign_cluster`) on a test SLURM cluster it
-starts. A full disk is not in it yet.
+starts; ``--all`` draws each iteration's fault from every fault of both, on a test SLURM
+cluster it starts. ``--start N --iterations 1`` (with the same seed, mode and
+``--faults``) replays iteration N alone. The disk fault mounts a tmpfs: it needs root.
 """
 
 from __future__ import annotations

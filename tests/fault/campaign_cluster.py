@@ -17,8 +17,8 @@ The faults, each at the instant K attempts have ended:
 The MPI task runs as a job step of two ranks (``resources: {ranks: 2, nodes: 1}``); rank 0
 writes its attempt's lines and the output, after an allreduce over both ranks.
 
-``python -m tests.fault.campaign --cluster`` runs these; ``tests/fault/test_campaign.py``
-runs a short seeded version.
+``python -m tests.fault.campaign --cluster`` runs these (``--all``: these and the local
+faults, drawn alike); ``tests/fault/test_campaign.py`` runs a short seeded version.
 """
 
 from __future__ import annotations
