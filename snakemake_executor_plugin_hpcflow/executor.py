@@ -9,8 +9,10 @@ releases the cluster (and, in pilot mode, the allocation).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,14 @@ def failure_message(
 class Executor(RemoteExecutor):
     """Runs every Snakemake job of one Snakemake run on one hpcflow-owned Dask cluster."""
 
+    def __init__(self, workflow: Any, logger: Any) -> None:
+        #: Set when a job's future has ended, or Snakemake shuts the executor down: the
+        #: status thread then checks at once instead of sleeping out ``poll_interval``
+        #: (a tiny workflow would otherwise wait up to that long per job, and once more
+        #: in ``shutdown``). Made before Snakemake's ``__init__`` starts that thread.
+        self._wakeup = threading.Event()
+        super().__init__(workflow, logger)
+
     def __post_init__(self) -> None:
         settings = self.workflow.executor_settings
         self.settings: ExecutorSettings = (
@@ -163,7 +173,7 @@ class Executor(RemoteExecutor):
         warm = self._warm(session, task, command)
         row = session.record.started(task, *dag_links(self.workflow, job))
         # None while a continuation allocation is on its way: sent by check_active_jobs.
-        future = session.submit(task, call, warm)
+        future = self._watch(session.submit(task, call, warm))
         self.report_job_submission(
             SubmittedJobInfo(
                 job=job,
@@ -225,6 +235,21 @@ class Executor(RemoteExecutor):
         (Snakemake joins the result as one string, whatever the interface says)."""
         return " ".join(job_command_extras(self.workflow))
 
+    def _watch(self, future: Any) -> Any:
+        """``future``, the status thread woken when it ends (None: nothing to watch)."""
+        if future is not None:
+            future.add_done_callback(lambda _: self._wakeup.set())
+        return future
+
+    async def sleep(self) -> None:
+        """Wait until the next check of the running jobs: ``poll_interval`` at most, and
+        no longer than until a job's future ends or :meth:`shutdown` is called."""
+        seconds = self.next_seconds_between_status_checks
+        if seconds is None:  # before __post_init__: Snakemake's own default
+            seconds = self.workflow.remote_execution_settings.seconds_between_status_checks
+        await asyncio.to_thread(self._wakeup.wait, seconds)
+        self._wakeup.clear()
+
     async def check_active_jobs(
         self, active_jobs: list[SubmittedJobInfo]
     ) -> AsyncGenerator[SubmittedJobInfo, None]:
@@ -277,7 +302,7 @@ class Executor(RemoteExecutor):
             except Exception as exc:  # e.g. the new client closing again: next check
                 log.debug("could not send %s yet: %s", job_info.external_jobid, exc)
                 future = None
-            aux["future"] = future
+            aux["future"] = self._watch(future)
             running.append(job_info)
         if finished and session is not None:
             # One transaction for all of them, before Snakemake hears of any.
@@ -326,6 +351,9 @@ class Executor(RemoteExecutor):
     def shutdown(self) -> None:
         """Stop the status thread, then release the cluster (also after a failure)."""
         try:
+            with self.lock:
+                self.wait = False  # what Snakemake's shutdown sets, before waking the thread
+            self._wakeup.set()
             super().shutdown()
         finally:
             if self.session is not None:
