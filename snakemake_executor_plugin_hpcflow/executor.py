@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
@@ -23,25 +23,24 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
 from hpcflow.errors import HpcflowError
-from hpcflow.store import statedb as st
-from hpcflow.worker.calls import Outcome
-from hpcflow.worker.local_cluster import LocalCapacity
-from snakemake_executor_plugin_hpcflow.calls import job_key
+from hpcflow.store.states import TaskState
 from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand, NotWarm
-from snakemake_executor_plugin_hpcflow.record import Ended
-from snakemake_executor_plugin_hpcflow.session import (
-    ElasticSession,
-    LocalSession,
-    PilotSession,
-    Session,
-)
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
-from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
 from snakemake_executor_plugin_hpcflow.upstream import (
     job_command_extras,
     keep_restored_updates,
     without_option,
 )
+
+if TYPE_CHECKING:
+    from hpcflow.worker.calls import Outcome
+    from snakemake_executor_plugin_hpcflow.session import Session
+    from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest
+
+# What runs jobs (sessions, the Dask calls, the run's record, the translation and its
+# pydantic models) is imported where it is first used, not here: Snakemake imports this
+# module in every process it starts (its plugin registry reads ``Executor``), the warm
+# runners included, which only serve jobs: about 0.2 s of each runner's start.
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +53,8 @@ def job_request(job: JobExecutorInterface) -> JobRequest:
     wildcards = {} if is_group else dict(getattr(job, "wildcards_dict", None) or {})
     resources = job.resources
     items = resources.items() if hasattr(resources, "items") else []
+    from snakemake_executor_plugin_hpcflow.translate import JobRequest
+
     return JobRequest(
         name=str(job.name),
         jobid=job.jobid,
@@ -94,7 +95,7 @@ def failure_message(
     (``more``: where else to look, e.g. the allocation's logs)."""
     if outcome is None:
         what = "was lost (its Dask worker died or the cluster went away)"
-    elif outcome.state == st.CANCELLED:
+    elif outcome.state == TaskState.CANCELLED:
         what = "was cancelled"
     else:
         what = f"failed: {outcome.message or f'exit code {outcome.exit_code}'}"
@@ -150,6 +151,9 @@ class Executor(RemoteExecutor):
 
     def run_job(self, job: JobExecutorInterface) -> None:
         """Translate ``job``, send its command to the cluster, and register the submission."""
+        from snakemake_executor_plugin_hpcflow.calls import job_key
+        from snakemake_executor_plugin_hpcflow.translate import task_for_job
+
         session = self._session()
         try:
             task = task_for_job(
@@ -207,6 +211,8 @@ class Executor(RemoteExecutor):
     def _note_placement(self, session: Session, task: TaskRequest) -> None:
         """Say once per value when a job asks for a partition or account other than the
         allocation's: every job runs in the one allocation, shaped by the profile/flags."""
+        from snakemake_executor_plugin_hpcflow.session import ElasticSession, PilotSession
+
         if not isinstance(session, (PilotSession, ElasticSession)):
             return
         for what, wanted, actual in (
@@ -305,6 +311,8 @@ class Executor(RemoteExecutor):
             aux["future"] = self._watch(future)
             running.append(job_info)
         if finished and session is not None:
+            from snakemake_executor_plugin_hpcflow.record import Ended
+
             # One transaction for all of them, before Snakemake hears of any.
             ended = []
             for info, outcome in finished:
@@ -313,7 +321,7 @@ class Executor(RemoteExecutor):
             session.record.ended(ended)
         for job_info, outcome in finished:
             aux = job_info.aux or {}
-            if outcome is not None and outcome.state == st.SUCCEEDED:
+            if outcome is not None and outcome.state == TaskState.SUCCEEDED:
                 self.report_job_success(job_info)
                 continue
             keep_restored_updates(job_info.job, self.workflow)
@@ -363,6 +371,13 @@ class Executor(RemoteExecutor):
 def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:
     """The session for ``settings.mode``: a local cluster, one pilot allocation, or an
     elastic cluster of worker jobs."""
+    from hpcflow.worker.local_cluster import LocalCapacity
+    from snakemake_executor_plugin_hpcflow.session import (
+        ElasticSession,
+        LocalSession,
+        PilotSession,
+    )
+
     snakefile = str(workflow.main_snakefile)
     if settings.mode == "local":
         return LocalSession(workdir, snakefile, LocalCapacity.detect(None, None))
