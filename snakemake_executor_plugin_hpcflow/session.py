@@ -6,6 +6,12 @@ exits). Every job is one call (:mod:`snakemake_executor_plugin_hpcflow.calls`). 
 are started as ``hpcflow run`` starts them: the embedded local cluster, pilot allocations
 with this process as their client (:class:`hpcflow.modes.pilot_client.PilotClientAllocation`)
 or elastic worker jobs (:class:`hpcflow.modes.elastic_workers.ElasticWorkers`).
+
+The session holds the workflow's lease (:class:`hpcflow.store.lock.RunLock`, keyed on the
+Snakefile) from before its run directory is made until its workers are released, and names
+its pilot allocations in it as they are submitted: a second Snakemake run of the same
+workflow in the same folder (``--nolock``, or after a killed run and ``--unlock``) is
+refused while this one, or an allocation it left behind, still lives.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hpcflow.store.paths import RunPaths
+from hpcflow.store.lock import RunLock
+from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.local_cluster import LocalCapacity
 from snakemake_executor_plugin_hpcflow.calls import (
@@ -62,23 +69,45 @@ class Session:
         self._calls = itertools.count(1)  # the run's call numbers (next() is atomic)
         #: Jobs run through warm runners where their command allows (else as commands).
         self.warm_runner = True
+        #: The workflow's lease, held from :meth:`start` to :meth:`close`.
+        self.lease: RunLock | None = None
+        #: Why the lease was lost to another run (then this run must stop driving).
+        self.lease_lost: str | None = None
 
     @property
     def client(self) -> Any:
         return self.workers.client if self.workers is not None else None
 
     def start(self) -> None:
-        """Create the run directory and start the workers (or connect to them)."""
+        """Take the workflow's lease, create the run directory and start the workers (or
+        connect to them). Raises :class:`~hpcflow.errors.RunLockedError` while another run
+        of the workflow lives. Call :meth:`close` afterwards, also when this raises."""
         self._check()
+        self.lease = self._take_lease()
         self.run_id, self.paths, self._record = create_run_dir(
             self.workdir, self.mode, self.snakefile, self.backend_name
         )
+        self.lease.set_run(self.run_id)
         atexit.register(self.close)
         self.workers = self._workers(self.paths)
         self.workers.start()
 
     def _check(self) -> None:
         """Refuse, before anything is created, what the workers cannot do."""
+
+    def _take_lease(self) -> RunLock:
+        """The workflow's lease in ``WORKDIR/.hpcflow/locks/``, taken (or refused)."""
+        from hpcflow.backends.registry import allocations_live
+
+        snakefile = (self.workdir / self.snakefile).resolve()
+        path = StateRoot.in_folder(self.workdir).lock_file(workflow_key(snakefile))
+        lease = RunLock(path, ask=allocations_live)
+        lease.acquire({"run_id": "starting", "workflow": str(snakefile)})
+        lease.on_lost = self._lost_lease
+        return lease
+
+    def _lost_lease(self, why: str) -> None:
+        self.lease_lost = why
 
     def _workers(self, paths: RunPaths) -> Workers:
         raise NotImplementedError
@@ -94,8 +123,12 @@ class Session:
             if self.workers is not None:
                 self.workers.close()
         finally:
-            if self._record is not None:
-                self._record.conclude(self.cancelled)
+            try:
+                if self._record is not None:
+                    self._record.conclude(self.cancelled)
+            finally:
+                if self.lease is not None:  # after the workers (and allocations) are gone
+                    self.lease.release()
 
     @property
     def record(self) -> RunRecord:
@@ -108,6 +141,12 @@ class Session:
         return self.workers.where_to_look() if self.workers is not None else ""
 
     def failure(self) -> str | None:
+        """Why no job of this run can go on (None while they can)."""
+        if self.lease_lost is not None:
+            return (
+                f"hpcflow run {self.run_id} lost the workflow's lease ({self.lease_lost}): "
+                "another run of this workflow drives it now"
+            )
         return self.workers.failure() if self.workers is not None else None
 
     def lost(self) -> Verdict:
@@ -219,7 +258,7 @@ class PilotSession(_BatchSession):
 
         self.allocation = PilotClientAllocation(
             self.profile, self.backend, paths, self.run_id, self.workdir,
-            scheduler_timeout=self.scheduler_timeout,
+            scheduler_timeout=self.scheduler_timeout, lease=self.lease,
         )  # fmt: skip
         return self.allocation
 

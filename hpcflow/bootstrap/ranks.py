@@ -55,6 +55,9 @@ from hpcflow.worker.gpus import OWN_GPUS
 from hpcflow.worker.orphans import become_subreaper
 
 log = logging.getLogger("hpcflow.bootstrap")
+
+#: Seconds between two looks at whether an external client still drives the run.
+WATCH_PERIOD = 0.5
 _started = time.time()
 
 
@@ -351,8 +354,12 @@ def _wait_for_scheduler_end(
 ) -> int:
     """Rank 1 when a client outside the allocation drives the run: hold a client connection
     until the scheduler shuts down, then end at once (with the other ranks, so that the
-    launcher sees a clean step)."""
+    launcher sees a clean step). A client that dies (``kill -9``) never shuts the scheduler
+    down: once it has been gone a few seconds its tasks are ended and the scheduler shut
+    down here (:class:`~hpcflow.bootstrap.abandoned.ClientWatch`)."""
     from distributed import Client
+
+    from hpcflow.bootstrap.abandoned import ClientWatch, end_for_lost_client
 
     log.info("an external client drives this run; waiting for the scheduler at %s", address)
     client = Client(
@@ -363,9 +370,16 @@ def _wait_for_scheduler_end(
     )
     # Losing the connection is this rank's signal to end, not an error worth a log line.
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    watch = ClientWatch(client)
+    asked = time.monotonic()
     try:
         while client.status == "running":
             time.sleep(poll)
+            if time.monotonic() - asked >= WATCH_PERIOD:
+                asked = time.monotonic()
+                if watch.abandoned():
+                    end_for_lost_client(client)
+                    break
     finally:
         try:
             client.close(timeout=1)

@@ -28,6 +28,7 @@ from hpcflow.modes.pilot_plan import plan_pilot
 from hpcflow.modes.workers import WorkerSource
 from hpcflow.settings.profile import Profile
 from hpcflow.store import statedb as st
+from hpcflow.store.lock import RunLock
 from hpcflow.store.paths import RunPaths
 from hpcflow.transport.certificates import create_credentials
 from hpcflow.transport.security import check_choice, security_for
@@ -58,7 +59,8 @@ class PilotClientAllocation(WorkerSource):
     With ``resubmit: true`` in the profile, an allocation that hits its walltime (or loses
     a node) is followed by a continuation allocation, up to ``max_resubmits`` of them.
     ``scheduler_timeout``: seconds to wait for an allocation's scheduler (None: as long as
-    it is queued).
+    it is queued). ``lease``: the workflow's lease this process holds, which names each
+    allocation as soon as it is submitted (it stays live while one is queued or running).
     """
 
     def __init__(
@@ -70,9 +72,12 @@ class PilotClientAllocation(WorkerSource):
         base_dir: Path,
         *,
         scheduler_timeout: float | None = None,
+        lease: RunLock | None = None,
     ) -> None:
         super().__init__(profile, backend, paths, run_id, base_dir)
         self.scheduler_timeout = scheduler_timeout
+        #: The workflow's lease the client holds: each allocation is named in it at once.
+        self.lease = lease
         self._client: Any = None
         self.native_id: str | None = None
         #: The allocation's number in this run: 1, then 2, 3... for continuations.
@@ -118,7 +123,7 @@ class PilotClientAllocation(WorkerSource):
         retries = self.profile.submit_retries
         with self._submit_lock, st.SubmitDB(paths.submit_db) as submit:
             self.native_id = submit_allocation(
-                self.backend, plan, paths, submit, number, retries=retries
+                self.backend, plan, paths, submit, number, retries=retries, lock=self.lease
             )
         self.number = number
         log.info(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from tests.conftest import CliResult
@@ -73,3 +74,35 @@ def run_snakemake(*args: str, cwd: Path, env: dict[str, str], timeout: float = 2
         [*SNAKEMAKE, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+#: A job that says when it starts and ends in ``lines.txt`` (its shell's pid tells
+#: attempts apart), and waits for a file ``go`` in between.
+WAITING_SNAKEFILE = (
+    'rule all:\n    input: "slow.txt"\n'
+    'rule slow:\n    output: "slow.txt"\n'
+    '    shell: "echo start $$ >> lines.txt; while [ ! -e go ]; do sleep 0.1; done; '
+    'echo end $$ >> lines.txt; touch {output}"\n'
+)
+
+
+def job_lines(workdir: Path) -> list[tuple[str, str]]:
+    """The ``(start|end, pid)`` lines the jobs of :data:`WAITING_SNAKEFILE` wrote."""
+    path = workdir / "lines.txt"
+    text = path.read_text() if path.exists() else ""
+    return [(w[0], w[1]) for w in (line.split() for line in text.splitlines()) if len(w) == 2]
+
+
+def wait_for_starts(
+    workdir: Path, proc: subprocess.Popen[str], n: int, timeout: float = 120
+) -> None:
+    """Wait until ``n`` jobs have written their ``start`` line (``proc``: the Snakemake run)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sum(what == "start" for what, _ in job_lines(workdir)) >= n:
+            return
+        if proc.poll() is not None:
+            out = proc.stdout.read() if proc.stdout else ""
+            raise AssertionError(f"snakemake ended before its job started:\n{out[-3000:]}")
+        time.sleep(0.1)
+    raise AssertionError(f"no job started within {timeout:.0f} s; lines: {job_lines(workdir)}")

@@ -6,6 +6,7 @@ wrapper on PATH that logs each call and then runs the real ``sbatch``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import shutil
@@ -21,15 +22,18 @@ import pytest
 from tests.conftest import processes_with
 from tests.snakemake.helpers import (
     SNAKEMAKE,
+    WAITING_SNAKEFILE,
     clean_env,
     fanout_snakefile,
+    job_lines,
     run_dirs,
     run_snakemake,
     sum_of_squares,
+    wait_for_starts,
     write_snakefile,
 )
 
-pytest.importorskip("snakemake")
+importlib.import_module("snakemake")  # missing, it fails (never a skip)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -176,6 +180,59 @@ def test_ctrl_c_releases_the_allocation(tmp_path: Path, env, slurm_cluster):
         time.sleep(0.2)
     assert not processes_with(marker), "the job's process outlived Ctrl-C"
     assert not (workdir / "slow.txt").exists()
+
+
+def test_one_snakemake_run_drives_a_workflow_and_a_killed_one_s_allocation_ends(
+    tmp_path: Path, env, slurm_cluster
+):
+    """The plugin holds the workflow's lease with its allocation named in it: a second run
+    (``--nolock`` lifts Snakemake's own lock) is refused, naming the run, its allocation
+    and the cancel command. ``kill -9`` of Snakemake's main process (the allocation's Dask
+    client): the allocation ends its tasks and itself within seconds, not at its walltime;
+    the re-run takes the lease over, saying so, and the killed run's attempt never ends
+    (counted from the lines the job writes)."""
+    workdir = tmp_path / "wf"
+    write_snakefile(workdir, WAITING_SNAKEFILE)
+    env = {**clean_env(env), **slurm_cluster.extra_env}
+    argv = [*SNAKEMAKE, "--executor", "hpcflow", "--jobs", "1", "--hpcflow-mode", "pilot",
+            "--hpcflow-profile", "slurm-test", "--hpcflow-walltime", "10m"]  # fmt: skip
+    first = subprocess.Popen(
+        argv, cwd=workdir, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        wait_for_starts(workdir, first, 1)
+        (run_dir,) = run_dirs(workdir)
+        native_id = json.loads((run_dir / "scheduler.json").read_text())["allocation"]
+        refused = subprocess.run(
+            [*argv, "--nolock"], cwd=workdir, env=env, capture_output=True, text=True,
+            timeout=120,
+        )  # fmt: skip
+        out = refused.stdout + refused.stderr
+        assert refused.returncode != 0, out[-3000:]
+        assert f"another run of this workflow is active: run {run_dir.name}" in out, out[-3000:]
+        assert native_id in out and f"hpcflow cancel {run_dir.name}" in out, out[-3000:]
+        assert run_dirs(workdir) == [run_dir]
+        os.kill(first.pid, signal.SIGKILL)
+        first.communicate(timeout=60)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+            first.communicate()
+    # Its walltime is 10 minutes: only the allocation's own watch ends it this soon.
+    assert slurm_cluster.wait_for_job(native_id, timeout=90) in ENDED
+    (workdir / "go").touch()  # a killed run's attempt still alive would now end
+    again = subprocess.run(
+        [*argv, "--nolock"], cwd=workdir, env=env, capture_output=True, text=True, timeout=240
+    )
+    out = again.stdout + again.stderr
+    assert again.returncode == 0, out[-4000:]
+    assert f"took over the workflow's lease from run {run_dir.name}" in out, out[-3000:]
+    lines = job_lines(workdir)
+    starts = [pid for what, pid in lines if what == "start"]
+    assert len(starts) == 2 and [p for w, p in lines if w == "end"] == [starts[1]], lines
+    head_log = "\n".join(p.read_text() for p in (run_dir / "allocations").glob("*.err"))
+    assert "the run's client (the process that submitted this allocation) is gone" in head_log
 
 
 def test_a_rejected_allocation_is_a_clear_error(tmp_path: Path, env, slurm_cluster):
