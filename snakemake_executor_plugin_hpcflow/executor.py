@@ -10,6 +10,7 @@ releases the cluster (and, in pilot mode, the allocation).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -117,6 +118,10 @@ class Executor(RemoteExecutor):
         #: (a tiny workflow would otherwise wait up to that long per job, and once more
         #: in ``shutdown``). Made before Snakemake's ``__init__`` starts that thread.
         self._wakeup = threading.Event()
+        #: The status thread's event loop and the asyncio event it waits on, while it
+        #: sleeps (no helper thread: one left waiting would outlive a run whose executor
+        #: Snakemake never shuts down, e.g. "Nothing to be done").
+        self._sleeping: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
         super().__init__(workflow, logger)
 
     def __post_init__(self) -> None:
@@ -244,8 +249,17 @@ class Executor(RemoteExecutor):
     def _watch(self, future: Any) -> Any:
         """``future``, the status thread woken when it ends (None: nothing to watch)."""
         if future is not None:
-            future.add_done_callback(lambda _: self._wakeup.set())
+            future.add_done_callback(lambda _: self._wake())
         return future
+
+    def _wake(self) -> None:
+        """Have the status thread check now (from any thread)."""
+        self._wakeup.set()  # seen by the next sleep if the thread is not sleeping yet
+        sleeping = self._sleeping
+        if sleeping is not None:
+            loop, event = sleeping
+            with contextlib.suppress(RuntimeError):  # its loop has ended meanwhile
+                loop.call_soon_threadsafe(event.set)
 
     async def sleep(self) -> None:
         """Wait until the next check of the running jobs: ``poll_interval`` at most, and
@@ -253,7 +267,13 @@ class Executor(RemoteExecutor):
         seconds = self.next_seconds_between_status_checks
         if seconds is None:  # before __post_init__: Snakemake's own default
             seconds = self.workflow.remote_execution_settings.seconds_between_status_checks
-        await asyncio.to_thread(self._wakeup.wait, seconds)
+        if not self._wakeup.is_set():
+            event = asyncio.Event()
+            self._sleeping = (asyncio.get_running_loop(), event)
+            if not self._wakeup.is_set():  # a wake between the two checks is not lost
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(event.wait(), seconds)
+            self._sleeping = None
         self._wakeup.clear()
 
     async def check_active_jobs(
@@ -361,7 +381,7 @@ class Executor(RemoteExecutor):
         try:
             with self.lock:
                 self.wait = False  # what Snakemake's shutdown sets, before waking the thread
-            self._wakeup.set()
+            self._wake()
             super().shutdown()
         finally:
             if self.session is not None:
