@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import socket
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from hpcflow.engine.driver import Driver, DriverResult, Observer, PoolPlan
 from hpcflow.engine.fanout import plan_made, waiting_message
@@ -50,79 +52,70 @@ def drive(
     paths = prepared.factory.paths
     if paths is None:
         raise RunError("drive() needs a run directory")
-    db.set_meta(
-        status=RunStatus.RUNNING,
-        driver_pid=os.getpid(),
-        driver_host=socket.gethostname(),
-        driver=ProcessIdentity.current().to_meta(),
-    )
-    # Tasks an earlier run whose driver died left running: ended before any starts.
-    end_leftovers(prepared.state_root.journal_dir(prepared.key), run_id)
-    states: list[str] | None = None
-    grown: PreparedRun | None = prepared
-    result: DriverResult | None = None
-    try:
-        while grown is not None:
-            prepared = grown
-            driver = Driver(
-                prepared.graph,
-                prepared.factory,
-                db,
-                prepared.memo,
-                client,
-                slots,
-                run_id,
-                observer,
-                deadline=deadline,
-                drain_margin=drain_margin,
-                cancel_request=paths.cancel_request,
-                values_in_memory=not isinstance(client, PoolClient),
-                pools=pools,
-                workers_gone=workers_gone,
-            )
-            if on_driver is not None:
-                on_driver(driver)
-            rows = db.tasks()
-            attempts = [row.attempts for row in rows]
-            if states is not None or prepared.graph.waiting:
-                states = [row.state for row in rows]
-            ran = driver.run(prepared.decision.run, attempts, states)
-            result = ran if result is None else _merged(result, ran)
-            # Every success the driver saw is in the memo now.
-            prepared.memo.flush()
-            grown = None
-            if not (ran.cancelled or ran.drained):
-                grown = plan_made(prepared, db)
-        # The journal is no longer needed.
-        close_journals()
-        close_leaders()
-        remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
-    except KeyboardInterrupt:
-        return conclude(db, RunSummary(run_id, paths, {}, cancelled=True), started)
-    except WorkersGone as exc:
-        mark_unfinished(db, str(exc)[:500])
-        db.flush()
-        raise
-    except (OSError, sqlite3.Error) as exc:
-        problem = storage_problem(exc)
-        if problem is None:
+    # Every write, to the end (the run's last status too), may meet a full disk.
+    with storage_errors(paths.run_dir.parent):
+        db.set_meta(
+            status=RunStatus.RUNNING,
+            driver_pid=os.getpid(),
+            driver_host=socket.gethostname(),
+            driver=ProcessIdentity.current().to_meta(),
+        )
+        # Tasks an earlier run whose driver died left running: ended before any starts.
+        end_leftovers(prepared.state_root.journal_dir(prepared.key), run_id)
+        states: list[str] | None = None
+        grown: PreparedRun | None = prepared
+        result: DriverResult | None = None
+        try:
+            while grown is not None:
+                prepared = grown
+                driver = Driver(
+                    prepared.graph,
+                    prepared.factory,
+                    db,
+                    prepared.memo,
+                    client,
+                    slots,
+                    run_id,
+                    observer,
+                    deadline=deadline,
+                    drain_margin=drain_margin,
+                    cancel_request=paths.cancel_request,
+                    values_in_memory=not isinstance(client, PoolClient),
+                    pools=pools,
+                    workers_gone=workers_gone,
+                )
+                if on_driver is not None:
+                    on_driver(driver)
+                rows = db.tasks()
+                attempts = [row.attempts for row in rows]
+                if states is not None or prepared.graph.waiting:
+                    states = [row.state for row in rows]
+                ran = driver.run(prepared.decision.run, attempts, states)
+                result = ran if result is None else _merged(result, ran)
+                # Every success the driver saw is in the memo now.
+                prepared.memo.flush()
+                grown = None
+                if not (ran.cancelled or ran.drained):
+                    grown = plan_made(prepared, db)
+            # The journal is no longer needed.
+            close_journals()
+            close_leaders()
+            remove_journals(prepared.state_root.journal_dir(prepared.key), run_id)
+        except KeyboardInterrupt:
+            return conclude(db, RunSummary(run_id, paths, {}, cancelled=True), started)
+        except WorkersGone as exc:
+            mark_unfinished(db, str(exc)[:500])
+            db.flush()
             raise
-        # SQLite commits are atomic: what was recorded before the failure stands, and the
-        # memo holds only finished successes. The cluster is closed by our callers.
-        raise RunError(
-            f"the run stopped: {problem} ({exc}) under {paths.run_dir.parent}",
-            hint="free space (or make the folder writable again), then run the same "
-            "command: the run resumes, and tasks that succeeded are not run again",
-        ) from None
-    if result is None:  # (the loop runs at least once)
-        raise RunError("the run's driver did not run")
-    never = waiting_message(prepared.graph)
-    if never is not None and not (result.cancelled or result.drained):
-        log.warning("%s", never)
-    summary = RunSummary(
-        run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
-    )
-    return conclude(db, summary, started)
+        if result is None:  # (the loop runs at least once)
+            raise RunError("the run's driver did not run")
+        never = waiting_message(prepared.graph)
+        if never is not None and not (result.cancelled or result.drained):
+            log.warning("%s", never)
+        summary = RunSummary(
+            run_id, paths, result.counts, result.failed, result.cancelled, drained=result.drained
+        )
+        return conclude(db, summary, started)
 
 
 def _merged(before: DriverResult, after: DriverResult) -> DriverResult:
@@ -134,6 +127,25 @@ def _merged(before: DriverResult, after: DriverResult) -> DriverResult:
         cancelled=after.cancelled,
         drained=after.drained,
     )
+
+
+@contextlib.contextmanager
+def storage_errors(where: Path) -> Iterator[None]:
+    """Turn a full or unwritable file system under ``where`` into a :class:`RunError`
+    that says so and what to do (never a traceback); other errors pass."""
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        problem = storage_problem(exc)
+        if problem is None:
+            raise
+        # SQLite commits are atomic: what was recorded before the failure stands, and the
+        # memo holds only finished successes. The cluster is closed by our callers.
+        raise RunError(
+            f"the run stopped: {problem} ({exc}) under {where}",
+            hint="free space (or make the folder writable again), then run the same "
+            "command: the run resumes, and tasks that succeeded are not run again",
+        ) from None
 
 
 def storage_problem(exc: BaseException) -> str | None:

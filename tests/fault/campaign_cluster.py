@@ -17,8 +17,8 @@ The faults, each at the instant K attempts have ended:
 The MPI task runs as a job step of two ranks (``resources: {ranks: 2, nodes: 1}``); rank 0
 writes its attempt's lines and the output, after an allreduce over both ranks.
 
-``python -m tests.fault.campaign --cluster`` runs these; ``tests/fault/test_campaign.py``
-runs a short seeded version.
+``python -m tests.fault.campaign --cluster`` runs these (``--all``: these and the local
+faults, drawn alike); ``tests/fault/test_campaign.py`` runs a short seeded version.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from tests.fault.campaign import (
     TASKS,
     WORKFLOW,
     Iteration,
-    check,
     expected_outputs,
+    fault_and_rerun,
     hpcflow_env,
-    read_lines,
+    rerun_verdict,
 )
 
 log = logging.getLogger("campaign")
@@ -171,8 +171,8 @@ def _strike(
             cluster.run(["scancel", job], check=False)
         return f"scancel {' '.join(jobs) or '(no job)'}"
     if fault == "node":
-        jobs = _jobs(cluster)
-        nodes = [n for _, nodelist in jobs for n in _nodes_of(nodelist, cluster)] if jobs else []
+        queued = _jobs(cluster)
+        nodes = [n for _, nodelist in queued for n in _nodes_of(nodelist, cluster)]
         if not nodes:
             return "no node in use"
         node = rng.choice(sorted(set(nodes)))
@@ -198,12 +198,10 @@ def _strike(
 
 
 def run_cluster_iteration(
-    number: int, rng: random.Random, base: Path, cluster: Any, faults: tuple[str, ...] = FAULTS
+    number: int, rng: random.Random, base: Path, cluster: Any, fault: str
 ) -> Iteration:
-    """One pilot run on ``cluster``, one of ``faults`` at a random instant, one re-run;
-    checked."""
+    """One pilot run on ``cluster``, ``fault`` at a random instant, one re-run; checked."""
     began = time.monotonic()
-    fault = rng.choice(faults)
     after_ends = rng.randint(1, len(CLUSTER_TASKS) - 6)
     folder = base / f"it{number:04d}"
     folder.mkdir(parents=True)
@@ -213,51 +211,26 @@ def run_cluster_iteration(
     env = {**hpcflow_env(base / "home"), **cluster.extra_env}
     argv = [sys.executable, "-m", "hpcflow.cli.main", "run", "workflow.yaml", "-q",
             "--profile", "slurm-test", "--nodes", str(NODES)]  # fmt: skip
-    log_path = folder / "attempts"
-    first = subprocess.Popen(
-        argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+
+    def restore(struck: str) -> list[str]:
+        if struck.startswith("node "):
+            cluster.start_node(struck.split()[1])
+        left = _drain(cluster, 300)
+        return [f"jobs still queued 300 s after the faulted run: {left}"] if left else []
+
+    faulted = fault_and_rerun(
+        argv, folder, env, after_ends,
+        lambda first: _strike(fault, rng, folder, first, cluster), restore,
+        wait_s=300, hang_s=400, rerun_s=900,
     )  # fmt: skip
-    struck, first_err, killed_node, hung = "", "", "", ""
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and first.poll() is None:
-            if sum(line.what == "end" for line in read_lines(log_path)) >= after_ends:
-                break
-            time.sleep(0.05)
-        fault_at = time.time()
-        if first.poll() is None:
-            struck = _strike(fault, rng, folder, first, cluster)
-            if struck.startswith("node "):
-                killed_node = struck.split()[1]
-        try:
-            _, first_err = first.communicate(timeout=400)
-        except subprocess.TimeoutExpired:
-            hung = f"the faulted run ({struck}) had not ended 400 s after the fault"
-    finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-            first.communicate()
-        if killed_node:
-            cluster.start_node(killed_node)
-    left = _drain(cluster, 300)
-    rerun_at = time.time()
-    again = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
-    verdict = check(
-        read_lines(log_path), fault_at, rerun_at, folder,
-        tasks=CLUSTER_TASKS, expected=cluster_outputs(), bound=SLOTS,
-    )  # fmt: skip
-    if hung:
-        verdict.add(hung)
-    if left:
-        verdict.add(f"jobs still queued 300 s after the faulted run: {left}")
-    if fault != "follower" and "Traceback" in first_err:
-        verdict.add(f"the faulted run printed a traceback: {first_err[-1500:]}")
-    if again.returncode != 0:
-        verdict.add(f"the re-run exited {again.returncode}: {again.stderr[-1500:]}")
-    if "Traceback" in again.stderr:
-        verdict.add(f"the re-run printed a traceback: {again.stderr[-1500:]}")
+    verdict = rerun_verdict(faulted, folder, tasks=CLUSTER_TASKS, expected=cluster_outputs(),
+                            bound=SLOTS)  # fmt: skip
+    if fault != "follower" and "Traceback" in faulted.first_err:
+        verdict.add(f"the faulted run printed a traceback: {faulted.first_err[-1500:]}")
     if _drain(cluster, 120):
         verdict.add("jobs still queued 120 s after the re-run")
+    struck = faulted.struck
     log.info("iteration %d: %s struck %s", number, fault, struck or "nothing (the run had ended)")
-    return Iteration(number, "pilot", fault, after_ends, verdict, time.monotonic() - began, struck)
+    return Iteration(
+        number, "pilot", fault, after_ends, verdict, time.monotonic() - began, struck, SLOTS
+    )

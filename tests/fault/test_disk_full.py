@@ -69,3 +69,30 @@ def test_full_disk_stops_cleanly_and_resumes(small_disk, env):
     assert ran + cached == 12 and cached >= 1, second.stdout
     sizes = [p.stat().st_size for p in (small_disk / "out").iterdir()]
     assert sorted(sizes) == [60000] * 12
+
+
+WF_LAST = """
+name: last
+tasks:
+  - name: fill
+    command: >-
+      if [ -e filled ]; then echo ok > {outputs}; else
+      touch filled; head -c 100000000 /dev/zero > filler.bin; exit 1; fi
+    outputs: [ok.txt]
+"""
+
+
+def test_a_disk_filled_by_the_last_task_stops_cleanly_and_resumes(small_disk, env):
+    """The disk fills while the run's last task runs (found by the fault campaign): the
+    driver's loop ends with nothing it must write at once, so the first write that meets
+    the full disk is the run's last status. It must say the disk is full, as any other
+    write does, not print a traceback; after space is freed the same command finishes."""
+    write_workflow(small_disk, WF_LAST)
+    first = _run(small_disk, env)
+    assert "Traceback" not in first.stderr, first.stderr
+    assert first.returncode == 2, first.stdout + first.stderr
+    assert "disk is full" in first.stderr and "hint:" in first.stderr, first.stderr
+    (small_disk / "filler.bin").unlink()
+    second = _run(small_disk, env)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert (small_disk / "ok.txt").read_text() == "ok\n"
