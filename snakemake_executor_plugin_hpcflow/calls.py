@@ -35,21 +35,24 @@ class CapacityError(HpcflowError):
 
 
 def check_fits(task: TaskRequest, max_cpus: int, gpus: int) -> None:
-    """Refuse ``task`` if it needs more than ``max_cpus`` CPU slots or ``gpus`` GPUs."""
+    """Refuse ``task`` if it needs more than ``max_cpus`` CPU slots or ``gpus`` GPUs (the
+    batch modes: their workers are the profile's nodes, so no worker would ever run it)."""
     cpus = int(task.dask_resources.get("cpus", 1))
     if cpus > max_cpus:
         raise CapacityError(
             f"{task.task_id} asks for {cpus} cpus but a worker of this hpcflow cluster "
             f"has {max_cpus}",
-            hint="lower the rule's threads (or --set-threads), or use --hpcflow-mode "
-            "pilot with a profile whose workers are bigger",
+            hint="lower the rule's threads (or --set-threads), or use a profile whose "
+            "workers have more CPUs (cpus_per_node, workers_per_node: `hpcflow profiles "
+            "show PROFILE`)",
         )
     wanted = int(task.dask_resources.get("GPU", 0))
     if wanted > gpus:
         raise CapacityError(
             f"{task.task_id} asks for {wanted} GPUs but a worker of this hpcflow cluster "
             f"has {gpus}",
-            hint="use --hpcflow-mode pilot with a GPU profile, e.g. --hpcflow-profile slurm-gpu",
+            hint="in pilot and elastic mode a rule's `gpu` resource asks for GPUs: use a "
+            "profile whose nodes have them, e.g. --hpcflow-profile slurm-gpu",
         )
 
 

@@ -9,11 +9,14 @@ releases the cluster (and, in pilot mode, the allocation).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import threading
 from collections.abc import AsyncGenerator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
@@ -21,25 +24,24 @@ from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
 
 from hpcflow.errors import HpcflowError
-from hpcflow.store import statedb as st
-from hpcflow.worker.calls import Outcome
-from hpcflow.worker.local_cluster import LocalCapacity
-from snakemake_executor_plugin_hpcflow.calls import job_key
+from hpcflow.store.states import TaskState
 from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand, NotWarm
-from snakemake_executor_plugin_hpcflow.record import Ended
-from snakemake_executor_plugin_hpcflow.session import (
-    ElasticSession,
-    LocalSession,
-    PilotSession,
-    Session,
-)
 from snakemake_executor_plugin_hpcflow.settings import ExecutorSettings
-from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest, task_for_job
 from snakemake_executor_plugin_hpcflow.upstream import (
     job_command_extras,
     keep_restored_updates,
     without_option,
 )
+
+if TYPE_CHECKING:
+    from hpcflow.worker.calls import Outcome
+    from snakemake_executor_plugin_hpcflow.session import Session
+    from snakemake_executor_plugin_hpcflow.translate import JobRequest, TaskRequest
+
+# What runs jobs (sessions, the Dask calls, the run's record, the translation and its
+# pydantic models) is imported where it is first used, not here: Snakemake imports this
+# module in every process it starts (its plugin registry reads ``Executor``), the warm
+# runners included, which only serve jobs: about 0.2 s of each runner's start.
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,8 @@ def job_request(job: JobExecutorInterface) -> JobRequest:
     wildcards = {} if is_group else dict(getattr(job, "wildcards_dict", None) or {})
     resources = job.resources
     items = resources.items() if hasattr(resources, "items") else []
+    from snakemake_executor_plugin_hpcflow.translate import JobRequest
+
     return JobRequest(
         name=str(job.name),
         jobid=job.jobid,
@@ -92,7 +96,7 @@ def failure_message(
     (``more``: where else to look, e.g. the allocation's logs)."""
     if outcome is None:
         what = "was lost (its Dask worker died or the cluster went away)"
-    elif outcome.state == st.CANCELLED:
+    elif outcome.state == TaskState.CANCELLED:
         what = "was cancelled"
     else:
         what = f"failed: {outcome.message or f'exit code {outcome.exit_code}'}"
@@ -107,6 +111,18 @@ def failure_message(
 
 class Executor(RemoteExecutor):
     """Runs every Snakemake job of one Snakemake run on one hpcflow-owned Dask cluster."""
+
+    def __init__(self, workflow: Any, logger: Any) -> None:
+        #: Set when a job's future has ended, or Snakemake shuts the executor down: the
+        #: status thread then checks at once instead of sleeping out ``poll_interval``
+        #: (a tiny workflow would otherwise wait up to that long per job, and once more
+        #: in ``shutdown``). Made before Snakemake's ``__init__`` starts that thread.
+        self._wakeup = threading.Event()
+        #: The status thread's event loop and the asyncio event it waits on, while it
+        #: sleeps (no helper thread: one left waiting would outlive a run whose executor
+        #: Snakemake never shuts down, e.g. "Nothing to be done").
+        self._sleeping: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        super().__init__(workflow, logger)
 
     def __post_init__(self) -> None:
         settings = self.workflow.executor_settings
@@ -140,6 +156,9 @@ class Executor(RemoteExecutor):
 
     def run_job(self, job: JobExecutorInterface) -> None:
         """Translate ``job``, send its command to the cluster, and register the submission."""
+        from snakemake_executor_plugin_hpcflow.calls import job_key
+        from snakemake_executor_plugin_hpcflow.translate import task_for_job
+
         session = self._session()
         try:
             task = task_for_job(
@@ -163,7 +182,7 @@ class Executor(RemoteExecutor):
         warm = self._warm(session, task, command)
         row = session.record.started(task, *dag_links(self.workflow, job))
         # None while a continuation allocation is on its way: sent by check_active_jobs.
-        future = session.submit(task, call, warm)
+        future = self._watch(session.submit(task, call, warm))
         self.report_job_submission(
             SubmittedJobInfo(
                 job=job,
@@ -197,6 +216,8 @@ class Executor(RemoteExecutor):
     def _note_placement(self, session: Session, task: TaskRequest) -> None:
         """Say once per value when a job asks for a partition or account other than the
         allocation's: every job runs in the one allocation, shaped by the profile/flags."""
+        from snakemake_executor_plugin_hpcflow.session import ElasticSession, PilotSession
+
         if not isinstance(session, (PilotSession, ElasticSession)):
             return
         for what, wanted, actual in (
@@ -224,6 +245,36 @@ class Executor(RemoteExecutor):
         """What every job's command needs and Snakemake's job-command builder drops
         (Snakemake joins the result as one string, whatever the interface says)."""
         return " ".join(job_command_extras(self.workflow))
+
+    def _watch(self, future: Any) -> Any:
+        """``future``, the status thread woken when it ends (None: nothing to watch)."""
+        if future is not None:
+            future.add_done_callback(lambda _: self._wake())
+        return future
+
+    def _wake(self) -> None:
+        """Have the status thread check now (from any thread)."""
+        self._wakeup.set()  # seen by the next sleep if the thread is not sleeping yet
+        sleeping = self._sleeping
+        if sleeping is not None:
+            loop, event = sleeping
+            with contextlib.suppress(RuntimeError):  # its loop has ended meanwhile
+                loop.call_soon_threadsafe(event.set)
+
+    async def sleep(self) -> None:
+        """Wait until the next check of the running jobs: ``poll_interval`` at most, and
+        no longer than until a job's future ends or :meth:`shutdown` is called."""
+        seconds = self.next_seconds_between_status_checks
+        if seconds is None:  # before __post_init__: Snakemake's own default
+            seconds = self.workflow.remote_execution_settings.seconds_between_status_checks
+        if not self._wakeup.is_set():
+            event = asyncio.Event()
+            self._sleeping = (asyncio.get_running_loop(), event)
+            if not self._wakeup.is_set():  # a wake between the two checks is not lost
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(event.wait(), seconds)
+            self._sleeping = None
+        self._wakeup.clear()
 
     async def check_active_jobs(
         self, active_jobs: list[SubmittedJobInfo]
@@ -277,9 +328,11 @@ class Executor(RemoteExecutor):
             except Exception as exc:  # e.g. the new client closing again: next check
                 log.debug("could not send %s yet: %s", job_info.external_jobid, exc)
                 future = None
-            aux["future"] = future
+            aux["future"] = self._watch(future)
             running.append(job_info)
         if finished and session is not None:
+            from snakemake_executor_plugin_hpcflow.record import Ended
+
             # One transaction for all of them, before Snakemake hears of any.
             ended = []
             for info, outcome in finished:
@@ -288,7 +341,7 @@ class Executor(RemoteExecutor):
             session.record.ended(ended)
         for job_info, outcome in finished:
             aux = job_info.aux or {}
-            if outcome is not None and outcome.state == st.SUCCEEDED:
+            if outcome is not None and outcome.state == TaskState.SUCCEEDED:
                 self.report_job_success(job_info)
                 continue
             keep_restored_updates(job_info.job, self.workflow)
@@ -326,6 +379,9 @@ class Executor(RemoteExecutor):
     def shutdown(self) -> None:
         """Stop the status thread, then release the cluster (also after a failure)."""
         try:
+            with self.lock:
+                self.wait = False  # what Snakemake's shutdown sets, before waking the thread
+            self._wake()
             super().shutdown()
         finally:
             if self.session is not None:
@@ -335,6 +391,13 @@ class Executor(RemoteExecutor):
 def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Session:
     """The session for ``settings.mode``: a local cluster, one pilot allocation, or an
     elastic cluster of worker jobs."""
+    from hpcflow.worker.local_cluster import LocalCapacity
+    from snakemake_executor_plugin_hpcflow.session import (
+        ElasticSession,
+        LocalSession,
+        PilotSession,
+    )
+
     snakefile = str(workflow.main_snakefile)
     if settings.mode == "local":
         return LocalSession(workdir, snakefile, LocalCapacity.detect(None, None))

@@ -7,11 +7,8 @@ are started as ``hpcflow run`` starts them: the embedded local cluster, pilot al
 with this process as their client (:class:`hpcflow.modes.pilot_client.PilotClientAllocation`)
 or elastic worker jobs (:class:`hpcflow.modes.elastic_workers.ElasticWorkers`).
 
-The session holds the workflow's lease (:class:`hpcflow.store.lock.RunLock`, keyed on the
-Snakefile) from before its run directory is made until its workers are released, and names
-its pilot allocations in it as they are submitted: a second Snakemake run of the same
-workflow in the same folder (``--nolock``, or after a killed run and ``--unlock``) is
-refused while this one, or an allocation it left behind, still lives.
+The session holds the workflow's lease (:mod:`snakemake_executor_plugin_hpcflow.lease`)
+from before its run directory is made until its workers are released.
 """
 
 from __future__ import annotations
@@ -23,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hpcflow.store.lock import RunLock
-from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
+from hpcflow.store.paths import RunPaths
 from hpcflow.worker.calls import TaskCall
 from hpcflow.worker.local_cluster import LocalCapacity
 from snakemake_executor_plugin_hpcflow.calls import (
@@ -35,6 +32,7 @@ from snakemake_executor_plugin_hpcflow.calls import (
     task_call,
 )
 from snakemake_executor_plugin_hpcflow.jobcommand import JobCommand, read_job_command
+from snakemake_executor_plugin_hpcflow.lease import take_lease
 from snakemake_executor_plugin_hpcflow.record import RunRecord, create_run_dir
 from snakemake_executor_plugin_hpcflow.translate import TaskRequest
 from snakemake_executor_plugin_hpcflow.workers import LocalWorkers, Workers
@@ -83,7 +81,7 @@ class Session:
         connect to them). Raises :class:`~hpcflow.errors.RunLockedError` while another run
         of the workflow lives. Call :meth:`close` afterwards, also when this raises."""
         self._check()
-        self.lease = self._take_lease()
+        self.lease = take_lease(self.workdir, self.snakefile, self._lost_lease)
         self.run_id, self.paths, self._record = create_run_dir(
             self.workdir, self.mode, self.snakefile, self.backend_name
         )
@@ -94,17 +92,6 @@ class Session:
 
     def _check(self) -> None:
         """Refuse, before anything is created, what the workers cannot do."""
-
-    def _take_lease(self) -> RunLock:
-        """The workflow's lease in ``WORKDIR/.hpcflow/locks/``, taken (or refused)."""
-        from hpcflow.backends.registry import allocations_live
-
-        snakefile = (self.workdir / self.snakefile).resolve()
-        path = StateRoot.in_folder(self.workdir).lock_file(workflow_key(snakefile))
-        lease = RunLock(path, ask=allocations_live)
-        lease.acquire({"run_id": "starting", "workflow": str(snakefile)})
-        lease.on_lost = self._lost_lease
-        return lease
 
     def _lost_lease(self, why: str) -> None:
         self.lease_lost = why

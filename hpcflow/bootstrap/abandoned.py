@@ -3,8 +3,9 @@
 A driver that dies by a signal (``kill -9``, the OOM killer) never shuts its cluster down,
 and nothing records what its tasks still do. The head then asks every worker, through the
 allocation's scheduler (still running beside it), to kill the task processes it runs
-(:func:`end_all_tasks`: each task's process group at once, the same as a cancel, then
-whatever a task started in a session of its own), before it stops the workers' launch.
+(:func:`~hpcflow.worker.run_over.end_all_tasks`: each task's process group at once, the
+same as a cancel, then whatever a task started in a session of its own), before it stops
+the workers' launch.
 Left to the batch system, the task processes would be signalled one by one (SLURM's
 proctrack walks the processes), so a task's shell could see its command killed and go on
 to its next line first.
@@ -21,8 +22,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
-import signal
 import threading
 import time
 from typing import Any
@@ -30,8 +29,7 @@ from typing import Any
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.store.paths import RunPaths
 from hpcflow.transport.security import security_for
-from hpcflow.worker.groups import kill_running
-from hpcflow.worker.guardian import current_mark, marked
+from hpcflow.worker.run_over import end_all_tasks
 
 log = logging.getLogger("hpcflow.bootstrap")
 
@@ -71,22 +69,6 @@ def end_abandoned_tasks(paths: RunPaths, timeout: float = TIMEOUT) -> bool:
         time.monotonic() - started,
     )
     return True
-
-
-def end_all_tasks() -> int:
-    """On a worker: kill its tasks' process groups, each at once (as a cancel does), then
-    every process that still carries the worker's mark (what a task started in a session
-    of its own, ``setsid``, which its group's kill misses); how many it killed."""
-    killed = kill_running()
-    mark = current_mark()
-    if mark:
-        me = os.getpid()
-        for pid in marked(mark):
-            if pid != me:
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-    return killed
 
 
 def warm_up() -> None:

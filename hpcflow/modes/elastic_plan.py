@@ -24,6 +24,7 @@ from hpcflow.transport.http_servers import (
     dashboard_bind,
     worker_environment,
 )
+from hpcflow.worker import run_over
 
 #: dask-jobqueue writes paths into ``#SBATCH``/``#PBS`` lines and the worker command
 #: without quoting them; only such plain paths can go there.
@@ -163,7 +164,8 @@ def plan_elastic(
     # The worker CLI splits --resources on commas: one token, nothing to quote.
     resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
     # No worker dashboard, and Dask's HTTP server on loopback (it would bind 0.0.0.0).
-    extra_args = ["--resources", resource_arg, *WORKER_CLI_ARGS]
+    # The preload kills the worker's tasks as it closes (its driver, the scheduler, died).
+    extra_args = ["--resources", resource_arg, *WORKER_CLI_ARGS, "--preload", run_over.__name__]
     skip: list[str] = []
     if memory_bytes is None:
         # dask-jobqueue insists on a memory figure; without memory_per_node the batch

@@ -5,7 +5,8 @@ The shell tasks each leave a daemon too (``(setsid … &)``: a double fork, so i
 nobody's child), the MPI task runs two ranks under Open MPI's ``mpirun``, and each
 Python task starts a child process.
 
-Every attempt writes to a side-effect file of its task, outside hpcflow's state:
+Every attempt writes to side-effect files of its task (the task's own lines to
+``TASK.log``, each waiter process to a file of its own beside it), outside hpcflow's state:
 ``start <attempt> <time> <pid>`` when it starts, ``beat <attempt> <time> <pid>`` every
 few hundredths of a second while it waits for a gate file this test creates, and ``end
 <attempt> <time>`` once through the gate. An attempt's life is from its start to its
@@ -21,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,8 +35,9 @@ from tests.fault.test_driver_killed import wait_for
 
 #: What each shell task's waiter runs (its command line carries the run's marker).
 WAITER = """
-import os, sys, time
+import os, random, sys, time
 log, attempt, gate = sys.argv[1:4]
+log = f"{log}.{os.getpid()}.{random.getrandbits(32)}"  # a file of its own (see attempts())
 deadline = time.monotonic() + 120
 while not os.path.exists(gate) and time.monotonic() < deadline:
     with open(log, "a") as fh:
@@ -111,9 +114,11 @@ def attempts(effects: Path, tasks: tuple[str, ...] = TASKS) -> dict[str, list[At
     lines, ``<attempt>c``, count as its attempt's)."""
     found: dict[str, list[Attempt]] = {}
     for task in tasks:
-        path = effects / f"{task}.log"
         lives: dict[str, Attempt] = {}
-        text = path.read_text() if path.exists() else ""
+        # The task's own lines in TASK.log, each waiter's in a file of its own beside it:
+        # appends of two processes to one file on a FUSE file system (GlusterFS) can
+        # overwrite each other, and a lost line would read as an attempt that never ended.
+        text = "".join(path.read_text() for path in sorted(effects.glob(f"{task}.log*")))
         for line in text.splitlines():
             parts = line.split()
             if len(parts) < 3:
@@ -267,20 +272,20 @@ def test_a_rerun_ends_what_a_killed_run_left_before_it_starts_anything(tmp_path,
         assert [life.ended for life in lives] == [False, True], (task, lives)
 
 
-@pytest.mark.slurm
-def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster):
-    """The same tasks in a 3-node pilot allocation; its driver rank gets SIGKILL. The
-    tasks run in other PID namespaces, so what is alive is found by the marker each run's
-    waiters carry (read from a file when they start: the first run's and the re-run's
-    differ, the workflow does not).
+def kill_cluster_driver_and_rerun(
+    tmp_path: Path,
+    slurm_env: dict[str, str],
+    mode_args: list[str],
+    kill: Callable[[subprocess.Popen[str], Path, Callable[[], bool]], float],
+) -> None:
+    """The five tasks on the test SLURM cluster (``mode_args``): once they all run,
+    ``kill(first, effects, ready)`` kills the run's driver and returns when; then no task
+    process may live 5 s later, the re-run goes to the end, no two attempts of a task
+    overlap, and each killed attempt never ends and wrote nothing 5 s after the kill.
 
-    Here the allocation's head, seeing its driver killed, has every worker kill its
-    tasks' process groups through the scheduler, then ends the allocation at once: this
-    passes without the guardians too. It fails when the head leaves the tasks to SLURM
-    after its 30 s grace (they write on, and SLURM's SIGTERM, one process at a time,
-    let a shell run its next line)."""
-    from tests.fault.test_driver_killed import kill_pilot_driver
-
+    The tasks run in other PID namespaces, so what is alive is found by the marker each
+    run's waiters carry (read from a file when they start: the first run's and the
+    re-run's differ, the workflow does not)."""
     effects, gate, waiter = scene(tmp_path, "dwd_tasks", MODULE)
     marker_file = tmp_path / "marker"
     text = WORKFLOW.format(
@@ -289,24 +294,19 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
     )  # fmt: skip
     text = text.replace(f"marker: $(cat {marker_file})", f"marker: '@{marker_file}'")
     wf = write_workflow(tmp_path, text)
-    first_marker = f"hpcflow-dwd-pilot-{time.time_ns()}"
+    first_marker = f"hpcflow-dwd-cluster-{time.time_ns()}"
     marker_file.write_text(first_marker)
     args = [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
-            "--profile", "slurm-test", "--nodes", "3"]  # fmt: skip
+            "--profile", "slurm-test", *mode_args]  # fmt: skip
     first = subprocess.Popen(
-        args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
     rerun: subprocess.Popen[str] | None = None
     try:
-        killed_at = kill_pilot_driver(
-            first,
-            tmp_path,
-            slurm_cluster,
-            lambda: all(lives for lives in attempts(effects).values()),
-            "all five tasks of the first run to start",
-        )
-        assert left_with(first_marker, timeout=5) == [], "tasks outlived their pilot driver"
-        marker_file.write_text(f"hpcflow-dwd-pilot-{time.time_ns()}")
+        killed_at = kill(first, effects, lambda: all(attempts(effects).values()))
+        assert left_with(first_marker, timeout=5) == [], "tasks outlived their driver by 5 s"
+        marker_file.write_text(f"hpcflow-dwd-cluster-{time.time_ns()}")
         rerun = subprocess.Popen(
             args, env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
@@ -323,9 +323,10 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
         assert rerun.returncode == 0, out + err
     finally:
         gate.touch()
-        if rerun is not None and rerun.poll() is None:
-            rerun.kill()
-            rerun.wait()
+        for proc in (first, rerun):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL) if proc is first else proc.kill()
+                proc.wait()
     found = attempts(effects)
     assert overlaps(found) == []
     for task, lives in found.items():
@@ -335,9 +336,55 @@ def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster
         assert lives[0].last < killed_at + 5, (task, lives[0].last - killed_at)
 
 
+@pytest.mark.slurm
+def test_tasks_die_with_a_killed_pilot_driver(tmp_path, slurm_env, slurm_cluster):
+    """A 3-node pilot allocation; its driver rank gets SIGKILL. The allocation's head,
+    seeing its driver killed, has every worker kill its tasks' process groups through
+    the scheduler, then ends the allocation at once: this passes without the guardians
+    too. It fails when the head leaves the tasks to SLURM after its 30 s grace (they
+    write on, and SLURM's SIGTERM, one process at a time, let a shell run its next line)."""
+    from tests.fault.test_driver_killed import kill_pilot_driver
+
+    def kill(first: subprocess.Popen[str], effects: Path, ready: Callable[[], bool]) -> float:
+        return kill_pilot_driver(
+            first, tmp_path, slurm_cluster, ready, "all five tasks of the first run to start"
+        )
+
+    kill_cluster_driver_and_rerun(tmp_path, slurm_env, ["--nodes", "3"], kill)
+
+
+@pytest.mark.slurm
+def test_tasks_die_with_a_killed_elastic_driver(tmp_path, slurm_env, slurm_cluster):
+    """Elastic mode (worker batch jobs; the scheduler lives in the driver's process); the
+    driver gets SIGKILL. Each worker sees its scheduler connection break and closes; its
+    teardown (``--preload hpcflow.worker.run_over``) kills its tasks before Dask waits for
+    their threads, and ends the worker's process if a Python task still runs in one.
+    Without it every task ran on past 5 s, and a Python task beside the re-run's."""
+
+    def kill(first: subprocess.Popen[str], effects: Path, ready: Callable[[], bool]) -> float:
+        wait_for(lambda: ready() or first.poll() is not None, 240, "all five tasks to start")
+        assert first.poll() is None, first.communicate()
+        os.kill(first.pid, signal.SIGKILL)  # the driver alone, not its process group
+        killed_at = time.time()
+        first.wait(timeout=30)
+        return killed_at
+
+    kill_cluster_driver_and_rerun(
+        tmp_path, slurm_env, ["--mode", "elastic", "--transport", "tcp"], kill
+    )
+
+
 #: A Python task whose first execution starts a child and then kills its own worker.
 DIES_ONCE = """
 import os, random, signal, subprocess, sys, time
+
+
+def _child_beats(log, attempt):
+    # The beats of the attempt's child (its waiter writes a file of its own, LOG.*).
+    folder, name = os.path.split(log)
+    texts = [open(os.path.join(folder, f)).read() for f in os.listdir(folder)
+             if f.startswith(name + ".")]
+    return sum(t.count(" " + attempt + "c ") for t in texts)
 
 
 def dies_once(effects, gate, waiter, marker):
@@ -348,7 +395,7 @@ def dies_once(effects, gate, waiter, marker):
     subprocess.Popen([sys.executable, waiter, log, attempt + "c", gate, marker])
     died = os.path.join(effects, "died")
     if not os.path.exists(died):
-        while open(log).read().count(" " + attempt + "c ") < 2:  # its child runs
+        while _child_beats(log, attempt) < 2:  # its child runs
             time.sleep(0.02)
         open(died, "w").close()
         os.kill(os.getpid(), signal.SIGKILL)
@@ -381,9 +428,11 @@ tasks:
     def second_runs() -> bool:
         """The second execution has started and its child has beaten a few times."""
         lines = log.read_text().splitlines() if log.exists() else []
-        starts = [k for k, line in enumerate(lines) if line.startswith("start ")]
-        after = lines[starts[1] :] if len(starts) >= 2 else []
-        return sum(line.startswith("beat ") for line in after) >= 6
+        starts = [line.split()[1] for line in lines if line.startswith("start ")]
+        if len(starts) < 2:
+            return False
+        child = "".join(p.read_text() for p in effects.glob("py-dies.log.*"))
+        return child.count(f"beat {starts[1]}c ") >= 6
 
     try:
         wait_for(lambda: second_runs() or run.poll() is not None, 120, "the second execution")

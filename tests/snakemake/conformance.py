@@ -16,6 +16,12 @@ Run it as a script::
     .venv/bin/python tests/snakemake/conformance.py              # every qualifying test
     .venv/bin/python tests/snakemake/conformance.py -k test_threads --json out.json
     .venv/bin/python tests/snakemake/conformance.py --tests test_threads test_temp
+    .venv/bin/python tests/snakemake/conformance.py --mode pilot --every 3
+
+``--mode pilot`` starts the project's test SLURM cluster (:mod:`tests.slurm_cluster`) and
+sends every hpcflow run to one pilot allocation of the ``slurm-test`` profile; both sides
+then run in a folder on the cluster's shared file system (``TMPDIR``), where the nodes
+see the tests' files.
 
 ``tests/snakemake/test_conformance.py`` runs a fixed subset of it under pytest.
 """
@@ -219,6 +225,7 @@ def run_side(
     jobs: int = 3,
     timeout: float = 3600,
     extra: Sequence[str] = (),
+    env_extra: dict[str, str] | None = None,
 ) -> dict[str, Outcome]:
     """Run ``tests`` (function names, or ``-k`` style node ids) of Snakemake's suite at
     ``root`` with ``executor`` ("local": as they are; "hpcflow": swapped), one pytest
@@ -234,6 +241,7 @@ def run_side(
     env["HPCFLOW_HOME"] = str(workdir / "hpcflow-home")
     for name in ("HPCFLOW_PROFILE", "SNAKEMAKE_PROFILE", "SNAKEMAKE_OUTPUT_CACHE"):
         env.pop(name, None)
+    env.update(env_extra or {})
     ids = [f"tests/tests.py::{name}" for name in tests]
     cmd = [
         sys.executable,
@@ -377,6 +385,7 @@ def compare(
     jobs: int = 3,
     timeout: float = 3600,
     sides: Iterable[str] = ("local", "hpcflow"),
+    env_extra: dict[str, str] | None = None,
 ) -> Report:
     """Fetch the sdist, select the tests (``tests`` if given, each must qualify; else every
     qualifying one, narrowed by ``keyword``), run both sides and compare them."""
@@ -393,7 +402,9 @@ def compare(
     report = Report(version=version, selected=selected, local={}, hpcflow={})
     for side in sides:
         start = time.monotonic()
-        outcomes = run_side(side, root, selected, workdir, jobs=jobs, timeout=timeout)
+        outcomes = run_side(
+            side, root, selected, workdir, jobs=jobs, timeout=timeout, env_extra=env_extra
+        )
         report.seconds[side] = time.monotonic() - start
         setattr(report, side, outcomes)
     for name in sorted(set(report.local) | set(report.hpcflow)):
@@ -416,6 +427,41 @@ def sample(every: int, version: str | None = None, cache: Path | None = None) ->
     return list(dict.fromkeys(chosen))
 
 
+def start_pilot_cluster() -> object:
+    """The project's test SLURM cluster: 3 nodes of 8 CPUs (declared: SLURM hands them out
+    whatever the machine has), on a GlusterFS volume. A job that asks for more CPUs than
+    a node has is refused in pilot mode, as it should be."""
+    if str(REPO) not in sys.path:  # run as a script
+        sys.path.insert(0, str(REPO))
+    from tests.slurm_cluster import start_cluster
+
+    return start_cluster(nodes=3, cpus=8)
+
+
+#: The pilot profile of the harness: the shipped ``slurm-test`` with nodes of 8 CPUs (the
+#: cluster's), so that jobs the local executor runs with up to 8 threads fit.
+PILOT_PROFILE = "conformance-pilot"
+
+
+def pilot_env(cluster: object, workdir: Path) -> dict[str, str]:
+    """Both sides' environment in pilot mode: the cluster's client settings, the plugin's
+    mode and profile, and temporary folders on the shared file system."""
+    tmp = workdir / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    profiles = workdir / "profiles"
+    profiles.mkdir(exist_ok=True)
+    shipped = REPO / "hpcflow" / "settings" / "profiles" / "slurm-test.yaml"
+    text = shipped.read_text().replace("cpus_per_node: 2\n", "cpus_per_node: 8\n")
+    (profiles / f"{PILOT_PROFILE}.yaml").write_text(text)
+    return {
+        **cluster.extra_env,  # type: ignore[attr-defined]
+        "HPCFLOW_CONFORMANCE_MODE": "pilot",
+        "HPCFLOW_CONFORMANCE_PROFILE": PILOT_PROFILE,
+        "HPCFLOW_PROFILE_PATH": str(profiles),
+        "TMPDIR": str(tmp),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", nargs="*", help="these test functions only")
@@ -432,6 +478,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per side")
     parser.add_argument("--json", type=Path, help="write the per-test report here")
     parser.add_argument("--list", action="store_true", help="list the qualifying tests")
+    parser.add_argument(
+        "--mode",
+        choices=("local", "pilot"),
+        default="local",
+        help="the plugin's mode; pilot: on a test SLURM cluster this starts",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if args.list:
@@ -443,15 +495,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     tests = args.tests
     if args.every:
         tests = sample(args.every, args.version, args.cache)
-    report = compare(
-        tests,
-        keyword=args.keyword,
-        workdir=args.workdir.resolve(),
-        version=args.version,
-        cache=args.cache,
-        jobs=args.jobs,
-        timeout=args.timeout,
-    )
+    cluster = start_pilot_cluster() if args.mode == "pilot" else None
+    try:
+        workdir = args.workdir.resolve()
+        env_extra = None
+        if cluster is not None:
+            workdir = cluster.mkdtemp(prefix="conformance-")
+            env_extra = pilot_env(cluster, workdir)
+        report = compare(
+            tests,
+            keyword=args.keyword,
+            workdir=workdir,
+            version=args.version,
+            cache=args.cache,
+            jobs=args.jobs,
+            timeout=args.timeout,
+            env_extra=env_extra,
+        )
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    print(f"mode: {args.mode}")
     print(report.summary())
     if args.json:
         args.json.write_text(

@@ -104,6 +104,39 @@ def test_a_failed_group_job_names_its_log_files(tmp_path: Path, snakemake):
     assert "group member fails" in stderr_log.read_text()
 
 
+def test_ended_jobs_and_the_end_of_the_run_wait_for_no_status_check(tmp_path: Path, snakemake):
+    """The status thread is woken when a job's future ends and when Snakemake shuts the
+    executor down: with an hour between checks, two jobs in a row still finish (without
+    the wake-up the run would sit out the first hour-long wait: the timeout fails it)."""
+    write_snakefile(
+        tmp_path,
+        'rule all:\n    input: "b.txt"\n'
+        'rule a:\n    output: "a.txt"\n    shell: "echo a > {output}"\n'
+        'rule b:\n    input: "a.txt"\n    output: "b.txt"\n    shell: "cat {input} > {output}"\n',
+    )
+    result = snakemake(
+        "--executor", "hpcflow", "--jobs", "1", "--hpcflow-poll-interval", "3600",
+        cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.output[-4000:]
+    assert (tmp_path / "b.txt").read_text() == "a\n"
+
+
+def test_a_run_with_nothing_to_do_starts_no_cluster_and_ends_quietly(tmp_path: Path, snakemake):
+    """Snakemake creates the executor but never shuts it down when it finds nothing to do:
+    that run makes no run directory (no cluster), and the executor's status thread, still
+    waiting when the interpreter exits, leaves no trace (a helper thread it waited in once
+    printed ``cannot schedule new futures after shutdown`` on stdout)."""
+    write_snakefile(tmp_path, 'rule a:\n    output: "a.txt"\n    shell: "echo a > {output}"\n')
+    first = snakemake("--executor", "hpcflow", "--jobs", "1", cwd=tmp_path)
+    assert first.returncode == 0, first.output[-4000:]
+    again = snakemake("--executor", "hpcflow", "--jobs", "1", cwd=tmp_path)
+    assert again.returncode == 0, again.output[-4000:]
+    assert "Nothing to be done" in again.stderr
+    assert again.stdout == ""
+    assert len(run_dirs(tmp_path)) == 1
+
+
 def test_ctrl_c_cancels_running_jobs_and_closes_the_cluster(tmp_path: Path, snakemake_env):
     # A unique sleep duration identifies the job's own process.
     marker = f"119.{os.getpid() % 10000:04d}{int(time.time()) % 1000:03d}"

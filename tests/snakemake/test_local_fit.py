@@ -47,7 +47,11 @@ def test_batch_modes_still_refuse_what_no_worker_holds_with_the_hint():
     with pytest.raises(CapacityError) as info:
         check_fits(task(threads=20), max_cpus=2, gpus=0)
     assert "asks for 20 cpus but a worker of this hpcflow cluster has 2" in str(info.value)
-    assert "--hpcflow-mode pilot" in info.value.hint
+    assert "cpus_per_node" in info.value.hint
+    with pytest.raises(CapacityError) as info:
+        check_fits(task(threads=1, gpu=1), max_cpus=2, gpus=0)
+    assert "asks for 1 GPUs but a worker of this hpcflow cluster has 0" in str(info.value)
+    assert "slurm-gpu" in info.value.hint
 
 
 def test_default_resources_keep_their_mib_unit():

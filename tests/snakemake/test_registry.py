@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -95,3 +97,29 @@ def test_an_unknown_mode_is_refused_by_the_parser():
     ExecutorPluginRegistry().register_cli_args(parser)
     with pytest.raises(SystemExit):
         parser.parse_args(["--hpcflow-mode", "cloud"])
+
+
+def test_importing_the_plugin_leaves_what_runs_jobs_unimported():
+    """Snakemake imports the plugin in every process it starts, each warm runner included
+    (its registry reads ``Executor``): the runner only serves jobs, so the plugin's import
+    must not bring in the sessions, the Dask calls, the run's record or the translation's
+    pydantic models (about 0.2 s of each runner's start). A fresh interpreter shows it."""
+    heavy = (
+        "pydantic",
+        "hpcflow.spec.models",
+        "hpcflow.store.statedb",
+        "hpcflow.worker.local_cluster",
+        "snakemake_executor_plugin_hpcflow.session",
+        "snakemake_executor_plugin_hpcflow.calls",
+        "snakemake_executor_plugin_hpcflow.translate",
+        "snakemake_executor_plugin_hpcflow.record",
+        "distributed",
+    )
+    code = (
+        "import sys, snakemake_executor_plugin_hpcflow\n"
+        f"print(' '.join(m for m in {heavy!r} if m in sys.modules))"
+    )
+    imported = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert imported == []

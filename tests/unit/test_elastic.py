@@ -104,7 +104,7 @@ def test_without_memory_or_walltime_the_queue_defaults_apply():
     # The worker measures its memory; the CLI keeps the last --memory-limit.
     assert script.rstrip().endswith(
         "--resources cpus=1 --no-dashboard --dashboard-address 127.0.0.1:0 "
-        "--memory-limit auto --protocol tls://"
+        "--preload hpcflow.worker.run_over --memory-limit auto --protocol tls://"
     )
     assert plan.memory_per_worker is None
 

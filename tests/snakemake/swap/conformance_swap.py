@@ -9,6 +9,11 @@ gets ``executor="hpcflow"`` (default settings: local mode) and ``nodes`` (Snakem
 after ``snakemake``, N its ``--cores``. So hpcflow runs as many jobs at once as the local
 executor would (``test_priority`` with ``cores=1``: one at a time).
 With ``local`` it changes nothing, so both sides run the same way.
+
+``HPCFLOW_CONFORMANCE_MODE=pilot`` (and ``HPCFLOW_CONFORMANCE_PROFILE``, a batch profile)
+sends each swapped run to one pilot allocation of that profile instead of the local
+cluster: ``--hpcflow-mode pilot --hpcflow-profile P`` on a ``shellcmd``, the same
+settings through the API.
 """
 
 from __future__ import annotations
@@ -22,6 +27,12 @@ from typing import Any
 SWAPPED = "--executor hpcflow"
 
 
+def mode_args() -> tuple[str, str]:
+    """The plugin's mode and profile for the swapped runs (``local`` and "" by default)."""
+    mode = os.environ.get("HPCFLOW_CONFORMANCE_MODE", "local")
+    return mode, os.environ.get("HPCFLOW_CONFORMANCE_PROFILE", "") if mode != "local" else ""
+
+
 def swap_shellcmd(shellcmd: str, jobs: int) -> str:
     """``snakemake ARGS`` → ``snakemake --executor hpcflow --jobs N ARGS``: N is the test's
     ``--cores``/``-c`` (as many jobs at once as the local executor runs), else ``jobs``;
@@ -32,7 +43,9 @@ def swap_shellcmd(shellcmd: str, jobs: int) -> str:
     found = re.search(r"(?:--cores[ =]|-c ?)(\d+)\b", rest)
     if found:
         jobs = int(found.group(1))
-    return f"snakemake {SWAPPED} --jobs {jobs} {rest}".rstrip()
+    mode, profile = mode_args()
+    flags = f" --hpcflow-mode {mode} --hpcflow-profile {profile}" if profile else ""
+    return f"snakemake {SWAPPED}{flags} --jobs {jobs} {rest}".rstrip()
 
 
 def swapped(run: Any, jobs: int) -> Any:
@@ -46,7 +59,10 @@ def swapped(run: Any, jobs: int) -> Any:
             from snakemake_executor_plugin_hpcflow import ExecutorSettings
 
             kwargs["executor"] = "hpcflow"
-            kwargs["executor_settings"] = ExecutorSettings()
+            mode, profile = mode_args()
+            kwargs["executor_settings"] = (
+                ExecutorSettings(mode=mode, profile=profile) if profile else ExecutorSettings()
+            )
             if kwargs.get("nodes") is None:
                 cores = kwargs.get("cores", 3)  # run()'s default
                 kwargs["nodes"] = cores if isinstance(cores, int) and cores > 0 else jobs
