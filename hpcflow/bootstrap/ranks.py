@@ -154,6 +154,9 @@ async def _scheduler(
 
     quiet_dask()
     slow_heartbeats()
+    # Dask logs each out-of-band function the scheduler runs under this name; an external
+    # client's watch asks twice a second (bootstrap/abandoned.py): not worth a line each.
+    logging.getLogger("distributed.worker").setLevel(logging.WARNING)
     host = _host(config)
     dashboard = config.dashboard_address
     # Without the dashboard, Dask's HTTP server still starts: /health only, on loopback.

@@ -206,7 +206,11 @@ def _locked(record: ls.LeaseRecord, verdict: ls.Verdict) -> RunLockedError:
             f"another run of this workflow is active: a run {what} ({verdict.why})",
             hint="wait for it to start, then see `hpcflow runs`",
         )
+    why = verdict.why
+    if record.allocations and "allocation" not in why:
+        # Say where it runs too: cancelling it cancels these.
+        why += f"; its {record.backend or 'batch'} allocation(s) {', '.join(record.allocations)}"
     return RunLockedError(
-        f"another run of this workflow is active: run {run} ({verdict.why})",
+        f"another run of this workflow is active: run {run} ({why})",
         hint=f"wait for it (`hpcflow status {run}`), or stop it with `hpcflow cancel {run}`",
     )

@@ -211,7 +211,8 @@ def test_one_snakemake_run_drives_a_workflow_and_a_killed_one_s_allocation_ends(
         out = refused.stdout + refused.stderr
         assert refused.returncode != 0, out[-3000:]
         assert f"another run of this workflow is active: run {run_dir.name}" in out, out[-3000:]
-        assert native_id in out and f"hpcflow cancel {run_dir.name}" in out, out[-3000:]
+        assert f"slurm allocation(s) {native_id})" in out, out[-3000:]
+        assert f"hpcflow cancel {run_dir.name}" in out, out[-3000:]
         assert run_dirs(workdir) == [run_dir]
         os.kill(first.pid, signal.SIGKILL)
         first.communicate(timeout=60)
