@@ -31,6 +31,7 @@ from hpcflow.store.private import check_private, private_dir, private_file
 from hpcflow.store.process import ProcessIdentity
 from hpcflow.store.registry import register_run
 from hpcflow.store.states import RunStatus
+from hpcflow.store.storage_errors import storage_errors, storage_problem
 from hpcflow.store.values import write_run_key
 
 if TYPE_CHECKING:  # the driver and the loader are imported by what drives or plans a run
@@ -195,16 +196,29 @@ class RunLife:
         except KeyboardInterrupt:
             if on_stop is not None:
                 on_stop("run cancelled")
-            mark_unfinished(self.db, "run cancelled")
-            self.db.set_meta(status=RunStatus.CANCELLED, ended=time.time())
+            with storage_errors(self.paths.run_dir):
+                mark_unfinished(self.db, "run cancelled")
+                self.db.set_meta(status=RunStatus.CANCELLED, ended=time.time())
             return self.summary(cancelled=True)
         except BaseException as exc:
             if on_stop is not None:
                 on_stop(f"{failure}: {exc}")
-            mark_unfinished(self.db, f"{failure}: {exc}"[:500])
-            self.db.set_meta(status=RunStatus.FAILED, error=str(exc)[:2000], ended=time.time())
+            self._record_failure(f"{failure}: {exc}", str(exc))
             raise
-        return summary if summary is not None else self.conclude()
+        with storage_errors(self.paths.run_dir):
+            return summary if summary is not None else self.conclude()
+
+    def _record_failure(self, why: str, error: str) -> None:
+        """Record the run as failed, ``why`` on its unfinished tasks. A full or unwritable
+        disk (often why it failed) is said in the log: the failure itself is what the
+        caller raises, not the write that could not record it."""
+        try:
+            mark_unfinished(self.db, why[:500])
+            self.db.set_meta(status=RunStatus.FAILED, error=error[:2000], ended=time.time())
+        except (OSError, sqlite3.Error) as exc:
+            if storage_problem(exc) is None:
+                raise
+            log.error("could not record the run's failure in %s: %s", self.paths.state_db, exc)
 
     def close(self) -> None:
         """Close what this side holds: state database, memo, lock, log file (idempotent)."""
