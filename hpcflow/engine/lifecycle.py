@@ -157,7 +157,8 @@ class RunLife:
         totals: dict[str, int] = {st.CACHED: len(self.prepared.graph.instances)}
         if observer is not None:
             observer.update(self.db.counts())
-        return conclude(self.db, RunSummary(self.run_id, self.paths, totals), self.started)
+        with storage_errors(self.paths.run_dir):
+            return conclude(self.db, RunSummary(self.run_id, self.paths, totals), self.started)
 
     def hand_over(self) -> None:
         """From now on a driver elsewhere (inside the allocation) is the only writer of

@@ -40,8 +40,12 @@ def test_the_runs_own_error_is_raised_when_its_end_cannot_be_written(life, monke
         life.follow(body)
 
 
-def test_a_full_disk_met_by_the_runs_end_is_a_clear_error(life, monkeypatch):
+@pytest.mark.parametrize("end", ["followed", "all cached"])
+def test_a_full_disk_met_by_the_runs_end_is_a_clear_error(life, monkeypatch, end):
     monkeypatch.setattr(life.db, "set_meta", _full)
     with pytest.raises(RunError, match="the disk is full") as info:
-        life.follow(lambda: None)  # the run went well; recording its end fails
+        if end == "followed":
+            life.follow(lambda: None)  # the run went well; recording its end fails
+        else:
+            life.all_cached()
     assert "free space" in (info.value.hint or "")
