@@ -44,6 +44,7 @@ from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo, signatures
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
 from hpcflow.store.states import RunStatus
+from hpcflow.store.storage_errors import storage_errors
 from hpcflow.worker.local_cluster import LocalCapacity
 
 if TYPE_CHECKING:
@@ -91,7 +92,8 @@ def settle(prepared: PreparedRun, run_dir: Path, summary: RunSummary) -> None:
     workflow settles."""
     done = set(summary.totals) <= {st.SUCCEEDED, st.CACHED}
     if summary.status == RunStatus.SUCCEEDED and done and settles(prepared):
-        prepared.memo.settle(run_dir, workflow_digest(prepared.graph.loaded.text))
+        with storage_errors(run_dir):
+            prepared.memo.settle(run_dir, workflow_digest(prepared.graph.loaded.text))
 
 
 def resume_settled(
@@ -135,7 +137,9 @@ def resume_settled(
         if order is None:
             return None
         run_engine = local_engine(engine, workers)
-        return _record(workflow_file, earlier, memo, settled.digest, capacity, run_engine), order
+        with storage_errors(root.root):
+            summary = _record(workflow_file, earlier, memo, settled.digest, capacity, run_engine)
+        return summary, order
     finally:
         if memo is not None:
             memo.close()

@@ -49,3 +49,23 @@ def test_a_full_disk_met_by_the_runs_end_is_a_clear_error(life, monkeypatch, end
         else:
             life.all_cached()
     assert "free space" in (info.value.hint or "")
+
+
+def test_a_full_disk_met_by_the_memos_settled_note_is_a_clear_error(tmp_path, monkeypatch):
+    """After a local run that left every task up to date the memo notes it as settled
+    (hpcflow.modes.settled.settle): a full disk there is a clear error too."""
+    from hpcflow.engine.lifecycle import RunSummary
+    from hpcflow.modes.settled import settle
+    from hpcflow.store import statedb as st
+
+    monkeypatch.setenv("HPCFLOW_HOME", str(tmp_path / "home"))
+    wf = write_workflow(tmp_path, "name: one\ntasks:\n  - name: a\n    command: 'true'\n")
+    options = RunOptions()
+    prepared = prepare(wf, options)
+    with RunLife(prepared, options) as run:
+        run.create()
+        summary = RunSummary(run.run_id, run.paths, {st.SUCCEEDED: 1})
+        monkeypatch.setattr(prepared.memo, "settle", _full)
+        with pytest.raises(RunError, match="the disk is full") as info:
+            settle(prepared, run.paths.run_dir, summary)
+    assert "free space" in (info.value.hint or "")

@@ -184,3 +184,28 @@ def test_a_plan_that_reads_files_never_settles(tmp_path, clean_env):
     assert memo.settled() is None
     memo.close()
     assert _resume(wf) is None
+
+
+def test_a_full_disk_met_by_a_settled_resume_is_a_clear_error(clean_env, tmp_path, monkeypatch):
+    """The settled path makes a run directory and notes it in the memo: a full disk there
+    says so and what to do (was a traceback), and the earlier run stays as it was."""
+    import errno
+
+    import hpcflow.modes.settled as settled_mod
+    from hpcflow.errors import RunError
+
+    wf = write_workflow(tmp_path, WF)
+    _ran(clean_env, wf)
+    before = sorted(p.name for p in StateRoot.beside(wf).runs.iterdir())
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(settled_mod, "make_run_dir", full)
+        with pytest.raises(RunError, match="the disk is full") as info:
+            _resume(wf)
+    assert "free space" in (info.value.hint or "")
+    assert sorted(p.name for p in StateRoot.beside(wf).runs.iterdir()) == before
+    # The lock was released: the next resume records the run.
+    assert _resume(wf) is not None
