@@ -29,7 +29,6 @@ FINAL = tuple(status for status in RunStatus if status.final)
 
 #: `--watch` asks the batch system at most this often, whatever --interval says.
 REFRESH_SECONDS = 5.0
-_last_refresh: float | None = None
 
 
 @dataclass
@@ -119,40 +118,50 @@ class Snapshot:
         ]
 
 
-def take_snapshot(paths: RunPaths) -> Snapshot:
-    """The :class:`Snapshot` of the run at ``paths`` now. Asks the batch system about
-    the run's allocations at most every :data:`REFRESH_SECONDS` (in between, they are as
-    the run's state database has them)."""
-    global _last_refresh
-    try:
-        # One reader: the counts, the task lists and the status are of one commit.
-        with StateDB(paths.state_db, readonly=True) as db:
-            view = view_of(paths, db)
-            failed = db.tasks(states=(TaskState.FAILED,))
-            running = db.tasks(states=(TaskState.RUNNING,))
-            allocations = db.allocations()
-    except (FileNotFoundError, OSError) as exc:
-        raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
-    if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
-        _last_refresh = time.monotonic()
-        allocations = fresh_allocations(allocations)
-    status = view.status
-    live = status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
-    dashboard = find_dashboard(paths.scheduler_address) if live else None
-    elastic = _latest_sample(paths.elastic_log) if live else None
-    if live and dashboard is None and view.meta.get("dashboard"):
-        # Elastic mode: the scheduler (and its dashboard) run in the submitting process.
-        dashboard = dashboard_at(str(view.meta["dashboard"]))
-    if (
-        allocations
-        and status in (RunStatus.SUBMITTED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
-        and all(AllocationState(a.state).final for a in allocations)
-    ):
-        if paths.cancel_request.exists():
-            status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver could say so
-        else:
-            status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
-    return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
+class StatusReader:
+    """Takes snapshots of one run, again and again (``hpcflow status --watch``), asking
+    the batch system about its allocations at most every ``refresh_every`` seconds (in
+    between, they are as the run's state database has them)."""
+
+    def __init__(self, paths: RunPaths, refresh_every: float = REFRESH_SECONDS) -> None:
+        self.paths = paths
+        self.refresh_every = refresh_every
+        self._refreshed: float | None = None
+
+    def snapshot(self) -> Snapshot:
+        """The :class:`Snapshot` of the run now."""
+        paths = self.paths
+        try:
+            # One reader: the counts, the task lists and the status are of one commit.
+            with StateDB(paths.state_db, readonly=True) as db:
+                view = view_of(paths, db)
+                failed = db.tasks(states=(TaskState.FAILED,))
+                running = db.tasks(states=(TaskState.RUNNING,))
+                allocations = db.allocations()
+        except (FileNotFoundError, OSError) as exc:
+            raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
+        now = time.monotonic()
+        if self._refreshed is None or now - self._refreshed >= self.refresh_every:
+            self._refreshed = now
+            allocations = fresh_allocations(allocations)
+        status = view.status
+        live = status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
+        dashboard = find_dashboard(paths.scheduler_address) if live else None
+        elastic = _latest_sample(paths.elastic_log) if live else None
+        if live and dashboard is None and view.meta.get("dashboard"):
+            # Elastic mode: the scheduler (and its dashboard) run in the submitting process.
+            dashboard = dashboard_at(str(view.meta["dashboard"]))
+        if (
+            allocations
+            and status in (RunStatus.SUBMITTED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
+            and all(AllocationState(a.state).final for a in allocations)
+        ):
+            last = allocations[-1]
+            if paths.cancel_request.exists():
+                status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver said so
+            else:
+                status = f"ended early (allocation {last.native_id} {last.state})"
+        return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
 
 
 def allocation_queued(allocation: Any) -> bool:

@@ -31,19 +31,19 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
     from rich.console import Console
 
     from hpcflow.api.locate import find_run
-    from hpcflow.api.status import take_snapshot
+    from hpcflow.api.status import StatusReader
 
-    paths = find_run(run)
+    reader = StatusReader(find_run(run))
     if as_json:
-        snap = take_snapshot(paths)
+        snap = reader.snapshot()
         while watch and not snap.ended:
             click.echo(json.dumps(snap.as_json()))
             time.sleep(interval)
-            snap = take_snapshot(paths)
+            snap = reader.snapshot()
         click.echo(json.dumps(snap.as_json(), indent=None if watch else 2))
         return
     out = Console()
-    snap = take_snapshot(paths)
+    snap = reader.snapshot()
     if not watch or snap.ended:
         out.print(render(snap))
         return
@@ -56,7 +56,7 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
                 out.print(line, highlight=False, soft_wrap=True)
                 last = line
             time.sleep(interval)
-            snap = take_snapshot(paths)
+            snap = reader.snapshot()
         out.print(render(snap))
         return
     from rich.live import Live
@@ -65,7 +65,7 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
         try:
             while not snap.ended:
                 time.sleep(interval)
-                snap = take_snapshot(paths)
+                snap = reader.snapshot()
                 live.update(render(snap))
         except KeyboardInterrupt:
             pass  # stop watching; the run goes on
