@@ -25,6 +25,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports each name
+    from hpcflow.api.cancel import Cancellation as Cancellation
     from hpcflow.api.keys import Checkpoint as Checkpoint
     from hpcflow.api.keys import Container as Container
     from hpcflow.api.keys import Defaults as Defaults
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # what type checkers see; at run time __getattr__ imports eac
 
 #: Each public name, and the module it is defined in.
 _WHERE = {
+    "Cancellation": "hpcflow.api.cancel",
     **dict.fromkeys(
         ("Checkpoint", "Container", "Defaults", "Modules", "Resources", "Retries"),
         "hpcflow.api.keys",
@@ -66,6 +68,7 @@ _WHERE = {
 }
 
 __all__ = [
+    "Cancellation",
     "Checkpoint",
     "Container",
     "Counts",

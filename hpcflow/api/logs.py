@@ -10,8 +10,15 @@ from typing import Literal
 
 from hpcflow.errors import RunError
 from hpcflow.store.paths import RunPaths
-from hpcflow.store.statedb import StateDB, TaskRow
-from hpcflow.store.tasklogs import LogIndex, read_attempt_log, record_key
+from hpcflow.store.statedb import FINAL_STATES, StateDB, TaskRow
+from hpcflow.store.tasklogs import (
+    LogIndex,
+    LogLocation,
+    attempt_log_tail,
+    locate_attempt_log,
+    read_attempt_log,
+    record_key,
+)
 
 #: A task's output streams.
 Stream = Literal["stdout", "stderr"]
@@ -29,6 +36,36 @@ def matching_tasks(paths: RunPaths, task: str) -> list[TaskRow]:
             hint="`hpcflow status RUN` lists the tasks",
         )
     return rows
+
+
+def log_index(paths: RunPaths) -> LogIndex | None:
+    """The index of the run's per-worker log files, to keep for many look-ups; None for
+    a run whose tasks write files of their own (``task_logs: per-task``)."""
+    return LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None
+
+
+def task_finished(paths: RunPaths, row: TaskRow) -> bool:
+    """Whether the task of ``row`` is in a final state now (a reader of the run)."""
+    with StateDB(paths.state_db, readonly=True) as db:
+        current = db.tasks(idx=row.idx)[0]
+    return current.state in FINAL_STATES
+
+
+def stderr_place(
+    paths: RunPaths, run: str, row: TaskRow, index: LogIndex | None = None
+) -> LogLocation:
+    """Where the stderr of ``row``'s latest attempt is, to tell a user: its file, or the
+    ``hpcflow logs`` command (``run``: the run id it takes) and the per-worker files."""
+    return locate_attempt_log(paths, run, row.id, paths.stderr(row.slug, row.attempts), index)
+
+
+def stderr_tail(
+    paths: RunPaths, row: TaskRow, lines: int = 5, index: LogIndex | None = None
+) -> list[str]:
+    """The last ``lines`` lines ``row``'s latest attempt wrote to stderr (none when it
+    wrote nothing); ``index`` as for :func:`read_log`."""
+    path = paths.stderr(row.slug, row.attempts)
+    return attempt_log_tail(path, lines, max_bytes=8192, index=index) or []
 
 
 def log_file(paths: RunPaths, row: TaskRow, stream: Stream, attempt: int | None = None) -> Path:

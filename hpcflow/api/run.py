@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hpcflow.api.locate import find_run, fresh_allocations, read_run, runs_in
 from hpcflow.api.logs import Stream, matching_tasks, read_log
@@ -21,6 +21,9 @@ from hpcflow.store.registry import list_runs
 from hpcflow.store.results import load_result, result_file
 from hpcflow.store.statedb import StateDB, TaskRow
 from hpcflow.store.states import RunStatus, TaskState
+
+if TYPE_CHECKING:
+    from hpcflow.api.cancel import Cancellation
 
 #: The counts of a run's tasks: per task name, how many are in each state.
 Counts = dict[str, dict[str, int]]
@@ -235,6 +238,14 @@ class Run:
                 raise TimeoutError(f"run {self.id} is still {status} after {timeout} s")
             time.sleep(delay)
             delay = min(delay * 1.5, _LAST_POLL)
+
+    def cancel(self) -> Cancellation:
+        """Cancel the run: ask its driver to stop, and the batch system to end its
+        allocations (``hpcflow cancel``; :mod:`hpcflow.api.cancel` says how). Returns
+        what was done; a run that has ended is left as it is."""
+        from hpcflow.api.cancel import cancel_run
+
+        return cancel_run(self.paths)
 
     def _check_allocations(self) -> None:
         """Raise :class:`RunError` when every allocation of the run has ended (as the

@@ -6,7 +6,7 @@ import time
 from collections import deque
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -14,10 +14,15 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from hpcflow.spec.units import format_elapsed
-from hpcflow.store import statedb as st
-from hpcflow.store.paths import RunPaths
-from hpcflow.store.tasklogs import LogIndex, attempt_log_tail, locate_attempt_log
+from hpcflow.api import TaskState
+from hpcflow.api.units import format_elapsed
+
+if TYPE_CHECKING:
+    from hpcflow.store.paths import RunPaths
+    from hpcflow.store.statedb import TaskRow
+
+#: The states after which a task does not change any more (in this run).
+FINAL_STATES = frozenset(state for state in TaskState if state.final)
 
 
 def counts_table(
@@ -41,15 +46,15 @@ def counts_table(
     for name in order:
         c = counts.get(name, {})
         total = sum(c.values())
-        finished = sum(c.get(s, 0) for s in st.FINAL_STATES)
+        finished = sum(c.get(s, 0) for s in FINAL_STATES)
         table.add_row(
             name,
-            str(c.get(st.SUCCEEDED, 0)),
-            str(c.get(st.CACHED, 0)),
-            str(c.get(st.RUNNING, 0)),
-            str(c.get(st.PENDING, 0)),
-            str(c.get(st.FAILED, 0) + c.get(st.CANCELLED, 0)),
-            str(c.get(st.SKIPPED, 0)),
+            str(c.get(TaskState.SUCCEEDED, 0)),
+            str(c.get(TaskState.CACHED, 0)),
+            str(c.get(TaskState.RUNNING, 0)),
+            str(c.get(TaskState.PENDING, 0)),
+            str(c.get(TaskState.FAILED, 0) + c.get(TaskState.CANCELLED, 0)),
+            str(c.get(TaskState.SKIPPED, 0)),
             ProgressBar(total=max(total, 1), completed=finished, width=16),
             str(total),
         )
@@ -83,7 +88,7 @@ class LiveProgress:
         if self._live is None:
             return
         total = sum(sum(c.values()) for c in counts.values())
-        done = sum(c.get(s, 0) for c in counts.values() for s in st.FINAL_STATES)
+        done = sum(c.get(s, 0) for c in counts.values() for s in FINAL_STATES)
         now = time.monotonic()
         self._history.append((now, done))
         eta = _eta(self._history, total - done)
@@ -104,32 +109,26 @@ def _eta(history: deque[tuple[float, int]], left: int) -> str | None:
     return f"{seconds:.0f}s" if seconds < 120 else f"{seconds / 60:.0f}m"
 
 
-def tail(path: Path, lines: int = 5, index: LogIndex | None = None) -> list[str]:
-    """The last ``lines`` lines of an attempt's stream: its file, or its records in the
-    run's per-worker logs (``index``: one kept for many look-ups; empty if it wrote
-    nothing)."""
-    return attempt_log_tail(path, lines, max_bytes=8192, index=index) or []
-
-
 def failures(
-    console: Console, paths: RunPaths, rows: list[st.TaskRow], limit: int = 10, run: str = ""
+    console: Console, paths: RunPaths, rows: list[TaskRow], limit: int = 10, run: str = ""
 ) -> None:
     """Print :func:`failures_renderable`."""
     console.print(failures_renderable(paths, rows, limit, run))
 
 
 def failures_renderable(
-    paths: RunPaths, rows: list[st.TaskRow], limit: int = 10, run: str = ""
+    paths: RunPaths, rows: list[TaskRow], limit: int = 10, run: str = ""
 ) -> Group:
     """Task id, exit code, message, where its stderr is and the last lines of it, of
     failed tasks in run ``run`` (its id; default: its folder's name). Where is its
     ``.err`` file, or with per-worker logs the ``hpcflow logs`` command that prints it
     and the worker's file that holds it."""
+    from hpcflow.api.logs import log_index, stderr_place, stderr_tail
+
     parts: list[Text] = []
-    index = LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None
+    index = log_index(paths)
     for row in rows[:limit]:
-        stderr = paths.stderr(row.slug, row.attempts)
-        where = locate_attempt_log(paths, run or paths.run_dir.name, row.id, stderr, index)
+        where = stderr_place(paths, run or paths.run_dir.name, row, index)
         code = "-" if row.exit_code is None else str(row.exit_code)
         parts.append(
             Text.assemble(
@@ -144,7 +143,7 @@ def failures_renderable(
             parts.append(Text(f"    log: {where.command}", style="dim"))
             for file in where.files:
                 parts.append(Text(f"         in {file}", style="dim"))
-        for line in tail(stderr, index=index):
+        for line in stderr_tail(paths, row, index=index):
             parts.append(Text(f"    │ {line}", style="dim"))
     if len(rows) > limit:
         parts.append(Text(f"  … and {len(rows) - limit} more (hpcflow status --json)"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import click
 
@@ -19,14 +20,6 @@ import click
 @click.option("--instances", is_flag=True, help="One node per task instance, not per task.")
 def command(workflow: Path, fmt: str, instances: bool) -> None:
     """Print the dependency graph of WORKFLOW."""
-    from hpcflow.dag import render
-    from hpcflow.dag.graph import build_graph
-    from hpcflow.spec.loader import load_workflow
+    from hpcflow.api.graph import GraphFormat, draw_graph
 
-    graph = build_graph(load_workflow(workflow), check_files=False)
-    renderer = {
-        "text": render.render_text,
-        "mermaid": render.render_mermaid,
-        "dot": render.render_dot,
-    }[fmt]
-    click.echo(renderer(graph, instances))
+    click.echo(draw_graph(workflow, cast(GraphFormat, fmt), instances))

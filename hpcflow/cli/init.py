@@ -140,7 +140,10 @@ def command(
         profile_hint=f" --profile ./{profile_file.name}" if profile_file else "",
     )
     directory.mkdir(parents=True, exist_ok=True)
-    _write_checked(workflow_file, workflow_text, profile_file, profile_text)
+    # Loading a workflow and a profile back needs the models: imported only now.
+    from hpcflow.api.scaffold import write_checked
+
+    write_checked(workflow_file, workflow_text, profile_file, profile_text)
     click.echo(f"wrote {workflow_file}")
     if profile_file:
         click.echo(f"wrote {profile_file}")
@@ -150,26 +153,3 @@ def command(
         )
     else:
         click.echo(f"next: hpcflow run {workflow_file}")
-
-
-def _write_checked(
-    workflow_file: Path, workflow_text: str, profile_file: Path | None, profile_text: str | None
-) -> None:
-    """Validate both texts as files of their kind, then put them in place."""
-    import tempfile
-
-    from hpcflow.settings import resolve_profile
-    from hpcflow.spec.loader import load_workflow
-    from hpcflow.store.atomic import write_text_atomic
-
-    with tempfile.TemporaryDirectory() as scratch:
-        trial = Path(scratch) / "workflow.yaml"
-        trial.write_text(workflow_text, encoding="utf-8")
-        load_workflow(trial)  # raises SpecError with file:line if a value broke it
-        if profile_file and profile_text is not None:
-            trial_profile = Path(scratch) / profile_file.name
-            trial_profile.write_text(profile_text, encoding="utf-8")
-            resolve_profile(str(trial_profile), environ={})
-    write_text_atomic(workflow_file, workflow_text, mode=0o644)
-    if profile_file and profile_text is not None:
-        write_text_atomic(profile_file, profile_text, mode=0o644)

@@ -27,10 +27,7 @@ if TYPE_CHECKING:
 def command(run: str, task: str | None, attempt: int | None, stream: str, follow: bool) -> None:
     """Print logs of TASK (id, name or glob) in RUN; without TASK, the driver log."""
     from hpcflow.api.locate import find_run
-    from hpcflow.api.logs import log_file, matching_tasks, read_log
-    from hpcflow.store import statedb as st
-    from hpcflow.store.statedb import StateDB
-    from hpcflow.store.tasklogs import LogIndex
+    from hpcflow.api.logs import log_file, log_index, matching_tasks, read_log, task_finished
 
     paths = find_run(run)
     if task is None:
@@ -39,7 +36,7 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
     rows = matching_tasks(paths, task)
     if len(rows) > 1 and not follow:
         # task_logs: per-worker: one index of the records for every task named.
-        index = LogIndex(paths.logs_dir) if paths.logs_dir.is_dir() else None
+        index = log_index(paths)
         for row in rows:
             click.secho(f"==> {row.id} <==", bold=True)
             _print_task(paths, row, attempt, stream, index)
@@ -50,12 +47,10 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
         name: Stream = "stderr" if stream == "stderr" else "stdout"
 
         def finished() -> bool:
-            with StateDB(paths.state_db, readonly=True) as db:
-                current = db.tasks(idx=row.idx)[0]
-            return current.state in st.FINAL_STATES
+            return task_finished(paths, row)
 
-        if paths.logs_dir.is_dir():  # task_logs: per-worker
-            index = LogIndex(paths.logs_dir)
+        index = log_index(paths)
+        if index is not None:  # task_logs: per-worker
             _follow_records(lambda: read_log(paths, row, name, number, index), finished)
         else:
             _print_file(log_file(paths, row, name, number), True, finished)
@@ -66,14 +61,13 @@ def command(run: str, task: str | None, attempt: int | None, stream: str, follow
 def _print_task(
     paths: RunPaths, row: TaskRow, attempt: int | None, stream: str, index: LogIndex | None = None
 ) -> None:
-    from hpcflow.api.logs import log_place, read_log
-    from hpcflow.store.tasklogs import LogIndex
+    from hpcflow.api.logs import log_index, log_place, read_log
 
     if (attempt or row.attempts) < 1:
         click.echo(f"({row.id} has not started: {row.state})")
         return
-    if index is None and paths.logs_dir.is_dir():  # task_logs: per-worker
-        index = LogIndex(paths.logs_dir)
+    if index is None:  # task_logs: per-worker
+        index = log_index(paths)
     names: tuple[Stream, ...] = ("stdout", "stderr")
     for name in names:
         if stream not in ("both", name):

@@ -1,25 +1,26 @@
-"""The --dry-run plan: tasks per name, order, resources, what will run and why."""
+"""The --dry-run plan: tasks per name, order, resources, what will run and why (the data
+is :class:`~hpcflow.api.dry_run.DryRun`; this prints it)."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from hpcflow.engine.cost import AllocationCost, PlanCost, plan_cost
-from hpcflow.engine.pools import assign_pools
-from hpcflow.engine.prepare import PreparedRun
-from hpcflow.engine.resume import VALUE_NOT_KEPT
-from hpcflow.settings.profile import Profile
-from hpcflow.spec.units import format_duration, format_memory
+from hpcflow.api.dry_run import DryRun, PlanRow, dry_run_of
+from hpcflow.api.units import format_duration, format_memory
+
+if TYPE_CHECKING:
+    from hpcflow.api.launch import RunPlan
+    from hpcflow.engine.cost import AllocationCost
 
 
-def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None = None) -> None:
-    graph = prepared.graph
-    run = prepared.decision.run
-    pools: dict[int, str | None] = {}
-    if profile is not None and profile.pools and profile.backend != "local":
-        pools = assign_pools(graph, profile, run)
-    table = Table(title=f"plan for {graph.loaded.workflow.name}", title_justify="left", box=None)
+def print_plan(console: Console, planned: RunPlan) -> None:
+    """Print the dry run of ``planned``: its table, what is not planned yet, the software
+    environments, the cost, and how many tasks would run."""
+    plan = dry_run_of(planned)
+    table = Table(title=f"plan for {plan.workflow}", title_justify="left", box=None)
     for column in (
         "#",
         "task",
@@ -31,66 +32,27 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
         "walltime",
         "ranks",
         "after",
-        *(["pool"] if pools else []),
+        *(["pool"] if plan.pools else []),
     ):
         table.add_column(
             column, justify="right" if column in ("#", "instances", "to run") else "left"
         )
-    counts = graph.counts_by_task()
-    to_run: dict[str, int] = {}
-    for inst in graph.instances:
-        if run[inst.index]:
-            name = graph.template(inst).spec.name
-            to_run[name] = to_run.get(name, 0) + 1
-    from hpcflow.dag.render import task_edges
-
-    parents: dict[str, list[str]] = {}
-    for a, b in task_edges(graph):
-        parents.setdefault(b, []).append(a)
-    for n, template in enumerate(_in_order(prepared), start=1):
-        res = template.resources
-        name = template.spec.name
-        table.add_row(
-            str(n),
-            name,
-            str(counts[name]),
-            str(to_run.get(name, 0)),
-            str(res.cpus),
-            format_memory(res.memory) if res.memory else "-",
-            str(res.gpus),
-            format_duration(res.walltime) if res.walltime else "-",
-            str(res.ranks),
-            ", ".join(parents.get(name, [])) or "-",
-            *([pools.get(graph.templates.index(template)) or "-"] if pools else []),
-        )
-    for spec_index, on in sorted(graph.waiting_on.items()):
-        template = graph.templates[spec_index]
-        res = template.resources
-        table.add_row(
-            "-", template.spec.name, "?", "?", str(res.cpus),
-            format_memory(res.memory) if res.memory else "-", str(res.gpus),
-            format_duration(res.walltime) if res.walltime else "-", str(res.ranks),
-            ", ".join(on), *(["-"] if pools else []),
-        )  # fmt: skip
+    for n, row in enumerate(plan.rows, start=1):
+        table.add_row(str(n), *_cells(row, plan.pools))
+    for row in plan.later:
+        table.add_row("-", *_cells(row, plan.pools))
     console.print(table)
-    if graph.waiting:
+    if plan.waiting:
         console.print(
             "not planned yet (counts known during the run): "
-            + "; ".join(
-                f"{graph.templates[i].spec.name}: {why}" for i, why in sorted(graph.waiting.items())
-            ),
+            + "; ".join(f"{name}: {why}" for name, why in plan.waiting),
             highlight=False,
             markup=False,
             soft_wrap=True,
         )
-    _print_environments(console, prepared)
-    total = len(graph.instances)
-    if profile is not None:
-        print_cost(console, plan_cost(prepared, profile), profile)
-    decision = prepared.decision
-    again = [
-        graph.instances[i].id for i, why in enumerate(decision.reasons) if why == VALUE_NOT_KEPT
-    ]
+    _print_environments(console, plan)
+    print_cost(console, plan)
+    again = plan.again
     if again:
         shown = ", ".join(again[:10]) + (f" and {len(again) - 10} more" if len(again) > 10 else "")
         console.print(
@@ -100,33 +62,40 @@ def print_plan(console: Console, prepared: PreparedRun, profile: Profile | None 
             markup=False,
             soft_wrap=True,
         )
-    more = " planned so far" if graph.waiting else ""
+    more = " planned so far" if plan.waiting else ""
     console.print(
-        f"{decision.to_run} of {total} tasks{more} would run; nothing was run (dry run).",
+        f"{plan.to_run} of {plan.total} tasks{more} would run; nothing was run (dry run).",
         highlight=False,
     )
 
 
-def _print_environments(console: Console, prepared: PreparedRun) -> None:
+def _cells(row: PlanRow, pools: bool) -> list[str]:
+    """A row's cells after its number (``?`` for counts not known yet)."""
+    return [
+        row.name,
+        "?" if row.instances is None else str(row.instances),
+        "?" if row.to_run is None else str(row.to_run),
+        str(row.cpus),
+        format_memory(row.memory) if row.memory else "-",
+        str(row.gpus),
+        format_duration(row.walltime) if row.walltime else "-",
+        str(row.ranks),
+        ", ".join(row.after) or "-",
+        *([row.pool or "-"] if pools else []),
+    ]
+
+
+def _print_environments(console: Console, plan: DryRun) -> None:
     """Each task's software environment (container, modules, venv), if any has one."""
-    factory = prepared.factory
-    lines = []
-    for key, template in enumerate(factory.graph.templates):
-        if template.software is None:
-            continue
-        env = factory.environments.of(
-            key, template.software, template.base_dir, template.resources.gpus > 0
-        )
-        if env is not None:
-            lines.append(f"  {template.spec.name}: {env.describe()}")
-    if lines:
+    if plan.environments:
         console.print("software environments:", highlight=False)
-        for line in lines:
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+        for name, described in plan.environments:
+            console.print(f"  {name}: {described}", highlight=False, markup=False, soft_wrap=True)
 
 
-def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:
+def print_cost(console: Console, plan: DryRun) -> None:
     """Core-hours and GPU-hours: of the tasks, and per allocation the profile asks for."""
+    cost = plan.cost
     line = (
         f"cost of the tasks: {cost.task_core_hours:.2f} core-hours, "
         f"{cost.task_gpu_hours:.2f} GPU-hours (cpus × ranks × walltime)"
@@ -139,15 +108,14 @@ def print_cost(console: Console, cost: PlanCost, profile: Profile) -> None:
     console.print(line, highlight=False, soft_wrap=True)
     if not cost.allocations:
         return
-    if profile.mode == "jobs":
+    if plan.mode == "jobs":
         groups: dict[str, list[AllocationCost]] = {}
         for alloc in cost.allocations:
             groups.setdefault(alloc.label, []).append(alloc)
         for label, allocs in groups.items():
             where = label.removeprefix("job").strip()
             console.print(
-                f"{profile.backend} jobs mode{', ' + where if where else ''}: "
-                + _jobs_charge(allocs),
+                f"{plan.backend} jobs mode{', ' + where if where else ''}: " + _jobs_charge(allocs),
                 highlight=False,
                 soft_wrap=True,
             )
@@ -175,11 +143,3 @@ def _jobs_charge(allocs: list[AllocationCost]) -> str:
         f"{len(allocs)} task job(s), at most {core:.2f} core-hours and {gpu:.2f} GPU-hours "
         "charged" + (f" ({unknown} without a walltime)" if unknown else "")
     )
-
-
-def _in_order(prepared: PreparedRun) -> list:  # type: ignore[type-arg]
-    graph = prepared.graph
-    seen: dict[int, None] = {}
-    for i in graph.order:
-        seen.setdefault(graph.instances[i].spec_index, None)
-    return [graph.templates[s] for s in seen]

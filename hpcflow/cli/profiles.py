@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from hpcflow.settings import ResolvedProfile
+    from hpcflow.api.profiles import ResolvedProfile
 
 
 @click.group("profiles")
@@ -31,9 +31,9 @@ def list_command(show_all: bool, as_json: bool) -> None:
     from rich.console import Console
     from rich.text import Text
 
+    from hpcflow.api.profiles import list_profiles, load_profile
     from hpcflow.cli.console import fit_columns, fitted_table, short_path, tilde
     from hpcflow.errors import ProfileError
-    from hpcflow.settings import list_profiles, load_profile
 
     rows: list[dict[str, Any]] = []
     for ref in list_profiles(include_shadowed=show_all):
@@ -125,7 +125,7 @@ def show_command(name: str | None, settings: dict[str, str], as_json: bool) -> N
 
     HPCFLOW_<SETTING> environment variables are applied, as they would be for a run.
     """
-    from hpcflow.settings import resolve_profile
+    from hpcflow.api.profiles import resolve_profile
 
     resolved = resolve_profile(
         name, overrides=settings, flags={key: f"--set {key}" for key in settings}
@@ -154,7 +154,7 @@ def _print_table(resolved: ResolvedProfile) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from hpcflow.settings import BUILTIN_DEFAULT
+    from hpcflow.api.profiles import BUILTIN_DEFAULT
 
     console = Console(soft_wrap=False)
     ref = resolved.ref
@@ -193,8 +193,8 @@ def _show_pool(pool: Any) -> str:
 
 def _show_value(key: str, value: Any) -> str:
     """A setting as a person reads it: 4.0 GiB, 2:00:00, a, b, NAME=value."""
-    from hpcflow.settings import field_kind
-    from hpcflow.spec.units import format_duration, format_memory
+    from hpcflow.api.profiles import field_kind
+    from hpcflow.api.units import format_duration, format_memory
 
     if value is None:
         return "-"

@@ -31,11 +31,7 @@ def command(
     """Print the batch script(s) for WORKFLOW (the run id is a placeholder until
     submitted): the pilot allocation's, every job of jobs mode, or elastic mode's worker
     job, as the profile's mode says (``--mode`` overrides it)."""
-    from hpcflow.backends.registry import get_backend
-    from hpcflow.dag.graph import build_graph
-    from hpcflow.modes.registry import render_scripts
-    from hpcflow.spec.loader import load_workflow
-    from hpcflow.store.paths import RunPaths, StateRoot
+    from hpcflow.api.scripts import batch_scripts
 
     overrides = {
         "nodes": nodes,
@@ -45,11 +41,7 @@ def command(
         "mode": mode,
     }
     resolved = resolve_cli_profile(profile, overrides)
-    graph = build_graph(load_workflow(workflow), check_files=False)
-    run_id = "RUN_ID"
-    paths = RunPaths(StateRoot.beside(workflow).runs / run_id)
-    backend = get_backend(resolved.backend, profile=resolved)
-    for heading, script in render_scripts(graph, resolved, backend, paths, run_id):
+    for heading, script in batch_scripts(workflow, resolved):
         if heading is not None:
             click.echo(f"# ---- {heading} ----")
         click.echo(script, nl=False)

@@ -18,13 +18,8 @@ import click
 def command(run: str | None, output: Path | None) -> None:
     """Write an HTML report of RUN (default: the latest run in this folder, else anywhere):
     DAG, timeline, tasks, costs."""
-    from hpcflow.cli._common import find_run
-    from hpcflow.report.data import collect
-    from hpcflow.report.html import render
-    from hpcflow.store.atomic import write_text_atomic
+    from hpcflow.api.locate import find_run
+    from hpcflow.api.report import write_report
 
-    paths = find_run(run)
-    page = render(collect(paths))
-    target = output or paths.report
-    write_text_atomic(target, page)
+    target = write_report(find_run(run), output)
     click.echo(f"report written to {target}")

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import click
-
-from hpcflow.errors import RunError
 
 
 @click.command("result")
@@ -23,27 +20,15 @@ from hpcflow.errors import RunError
 )
 def command(run: str, task: str, output: Path | None) -> None:
     """Print the return value of python TASK (its id, e.g. make[i=3]) in RUN."""
+    from hpcflow.api.results import save_result, type_name
     from hpcflow.api.run import open_run
-    from hpcflow.worker.values import type_name
 
     found = open_run(run)
-    source = found.result_file(task)
     if output is not None:
-        if source.suffix == ".json":
-            shutil.copyfile(source, output)
-            kind = "JSON"
-        else:  # the pickle alone, its MAC checked (the header is hpcflow's)
-            from hpcflow.store.results import value_keys
-            from hpcflow.store.values import ValueUnreadable, value_pickle
-
-            try:
-                data = value_pickle(str(source), *value_keys(source))
-            except ValueUnreadable as exc:
-                raise RunError(str(exc), hint=f"hpcflow run WORKFLOW --rerun '{task}'") from None
-            output.write_bytes(data)
-            kind = "a pickle"
+        kind = save_result(found, task, output)
         click.echo(f"saved {task} to {output} ({kind}, {output.stat().st_size} bytes)")
         return
+    source = found.result_file(task)
     value = found.result(task)
     try:
         click.echo(json.dumps(value, indent=2))

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from hpcflow.api.launch import RunRequest
     from hpcflow.engine.lifecycle import RunSummary
+    from hpcflow.store.paths import RunPaths
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -100,10 +101,10 @@ def command(
     quiet: bool,
 ) -> None:
     """Run WORKFLOW (a workflow.yaml). A re-run resumes: up-to-date tasks are skipped."""
+    from hpcflow.api import TaskState
     from hpcflow.api.launch import RunRequest, settled_run
-    from hpcflow.spec.units import format_elapsed
-    from hpcflow.store import statedb as st
-    from hpcflow.store.statedb import StateDB
+    from hpcflow.api.outcome import read_outcome
+    from hpcflow.api.units import format_elapsed
 
     consoles: list[Console] = []
 
@@ -142,10 +143,8 @@ def command(
         return
     summary, order = ended
     paths = summary.paths
-    with StateDB(paths.state_db, readonly=True) as db:
-        counts = db.counts()
-        failed_rows = db.tasks(states=(st.FAILED,))
-    total = sum(sum(c.values()) for c in counts.values())
+    outcome = read_outcome(paths)
+    counts, failed_rows = outcome.counts, outcome.failed
     if not quiet or failed_rows:
         from hpcflow.cli import console as ui
 
@@ -155,10 +154,10 @@ def command(
                 out().print()
         if failed_rows:
             ui.failures(out(), paths, failed_rows, run=summary.run_id)
-    done = sum(c.get(st.SUCCEEDED, 0) for c in counts.values())
-    cached = sum(c.get(st.CACHED, 0) for c in counts.values())
+    done = outcome.count(TaskState.SUCCEEDED)
+    cached = outcome.count(TaskState.CACHED)
     line = (
-        f"{done} ran, {cached} up to date, {len(failed_rows)} failed of {total} tasks in "
+        f"{done} ran, {cached} up to date, {len(failed_rows)} failed of {outcome.total} tasks in "
         f"{format_elapsed(summary.elapsed)} · run dir {paths.run_dir}"
     )
     if consoles or sys.stdout.isatty() or os.environ.get("FORCE_COLOR"):
@@ -176,16 +175,15 @@ def _plan_and_run(
 ) -> tuple[RunSummary, list[str]] | None:
     """Plan the run in full and run it: its summary and task names in the workflow's
     order; None for a dry run (the plan is printed) and a detached batch run."""
+    from hpcflow.api import RunStatus
     from hpcflow.api.launch import plan_run
-    from hpcflow.store.paths import RunPaths
-    from hpcflow.store.states import RunStatus
 
     planned = plan_run(workflow, request)
     detach = request.detach
     if request.dry_run:
         from hpcflow.cli.plan import print_plan
 
-        print_plan(out(), planned.prepared, planned.profile)
+        print_plan(out(), planned)
         return None
     signal.signal(signal.SIGTERM, _raise_interrupt)
     # A command started in the background by a script inherits SIGINT ignored; Ctrl-C,

@@ -6,6 +6,8 @@ import time
 
 import click
 
+from hpcflow.errors import RunError
+
 
 @click.command("runs")
 @click.option("-n", "--last", default=20, show_default=True, help="How many to show.")
@@ -14,27 +16,21 @@ def command(last: int) -> None:
     cannot read: its path and what to do follow the table, on stderr)."""
     from rich.console import Console
 
-    from hpcflow.cli._common import read_run
+    from hpcflow.api.listing import listed_runs
     from hpcflow.cli.console import fit_columns, fitted_table, short_path, tilde
-    from hpcflow.errors import RunError
-    from hpcflow.store.damage import StateDamaged
-    from hpcflow.store.paths import RunPaths
-    from hpcflow.store.registry import list_runs
 
     console = Console()
     cells: list[list[str]] = []
     workflows: list[tuple[str, str]] = []  # the path (~ for the home folder), the engine
-    damaged: list[StateDamaged] = []
-    for entry in list_runs()[-last:]:
+    damaged: list[RunError] = []
+    for listed in listed_runs(last):
+        entry, view = listed.entry, listed.view
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(entry.started))
-        try:
-            view = read_run(RunPaths(entry.run_dir))
-        except StateDamaged as exc:  # listed, flagged; the others still read
-            damaged.append(exc)
+        if view is None:  # damaged: listed, flagged; the others still read
+            if listed.damaged is not None:
+                damaged.append(listed.damaged)
             cells.append([entry.run_id, started, DAMAGED, "?"])
             workflows.append((tilde(entry.workflow), ""))
-            continue
-        except RunError:
             continue
         total = sum(sum(c.values()) for c in view.counts.values())
         cells.append([entry.run_id, started, str(view.status), str(total)])
@@ -58,7 +54,8 @@ def command(last: int) -> None:
         click.echo(f"warning: {problem}", err=True)
 
 
-#: The status shown for a run whose state file cannot be read (:class:`StateDamaged`).
+#: The status shown for a run whose state file cannot be read
+#: (:class:`~hpcflow.api.listing.ListedRun` ``damaged``).
 DAMAGED = "damaged"
 
 #: The columns of `hpcflow runs`.

@@ -11,7 +11,7 @@ import click
 @click.option("--markdown", is_flag=True, help="The reference tables of docs/workflow-format.md.")
 def command(markdown: bool) -> None:
     """Print the JSON Schema of the workflow format."""
-    from hpcflow.spec.reference import markdown_reference, workflow_schema
+    from hpcflow.api.schema import markdown_reference, workflow_schema
 
     schema = workflow_schema()
     if markdown:

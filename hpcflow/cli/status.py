@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from hpcflow.spec.units import format_elapsed
-from hpcflow.store.states import RunStatus
+from hpcflow.api.units import format_elapsed
 
-#: Run states after which nothing changes any more.
-FINAL = tuple(status for status in RunStatus if status.final)
+if TYPE_CHECKING:
+    from hpcflow.api.status import Snapshot
 
 
 @click.command("status")
@@ -32,19 +30,20 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
     the workflows in this folder, else your latest anywhere)."""
     from rich.console import Console
 
-    from hpcflow.cli._common import find_run
+    from hpcflow.api.locate import find_run
+    from hpcflow.api.status import StatusReader
 
-    paths = find_run(run)
+    reader = StatusReader(find_run(run))
     if as_json:
-        snap = take_snapshot(paths)
+        snap = reader.snapshot()
         while watch and not snap.ended:
             click.echo(json.dumps(snap.as_json()))
             time.sleep(interval)
-            snap = take_snapshot(paths)
+            snap = reader.snapshot()
         click.echo(json.dumps(snap.as_json(), indent=None if watch else 2))
         return
     out = Console()
-    snap = take_snapshot(paths)
+    snap = reader.snapshot()
     if not watch or snap.ended:
         out.print(render(snap))
         return
@@ -57,7 +56,7 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
                 out.print(line, highlight=False, soft_wrap=True)
                 last = line
             time.sleep(interval)
-            snap = take_snapshot(paths)
+            snap = reader.snapshot()
         out.print(render(snap))
         return
     from rich.live import Live
@@ -66,153 +65,10 @@ def command(run: str | None, as_json: bool, watch: bool, interval: float) -> Non
         try:
             while not snap.ended:
                 time.sleep(interval)
-                snap = take_snapshot(paths)
+                snap = reader.snapshot()
                 live.update(render(snap))
         except KeyboardInterrupt:
             pass  # stop watching; the run goes on
-
-
-@dataclass
-class Snapshot:
-    """Everything `status` shows, read once from the run directory and the batch system."""
-
-    paths: Any
-    view: Any
-    status: str
-    failed: list[Any]
-    running: list[Any]
-    allocations: list[Any]
-    dashboard: Any
-    elastic: dict[str, Any] | None = None  # the latest sample of an elastic cluster
-
-    @property
-    def ended(self) -> bool:
-        return self.status in FINAL or self.status.startswith(("ended early", "interrupted"))
-
-    def one_line(self) -> str:
-        totals: dict[str, int] = {}
-        for counts in self.view.counts.values():
-            for state, n in counts.items():
-                totals[state] = totals.get(state, 0) + n
-        parts = ", ".join(f"{n} {state}" for state, n in sorted(totals.items()))
-        run_id = self.view.meta.get("run_id")
-        return f"{time.strftime('%H:%M:%S')} run {run_id}: {self.status}: {parts}"
-
-    def as_json(self) -> dict[str, Any]:
-        view, paths = self.view, self.paths
-        return {
-            "run_id": view.meta.get("run_id"),
-            "run_dir": str(paths.run_dir),
-            "status": self.status,
-            "workflow": view.meta.get("workflow"),
-            "engine": view.meta.get("engine", "hpcflow"),
-            "started": view.meta.get("started"),
-            "ended": view.meta.get("ended"),
-            "counts": view.counts,
-            "failed": self._failed_json(),
-            "running": [{"id": r.id, "host": r.host, "started": r.started} for r in self.running],
-            "allocations": [
-                {
-                    "native_id": a.native_id,
-                    "backend": a.backend,
-                    "pool": a.pool,
-                    "state": a.state,
-                    "native_state": a.native_state,
-                    "reason": a.reason,
-                    "stdout": a.stdout,
-                    "stderr": a.stderr,
-                }
-                for a in self.allocations
-            ],
-            "error": view.meta.get("error"),
-            "waiting": view.meta.get("waiting") or [],
-            "dashboard": (
-                {"url": self.dashboard.url, "tunnel": self.dashboard.tunnel}
-                if self.dashboard
-                else None
-            ),
-            "elastic": self.elastic,
-        }
-
-    def _failed_json(self) -> list[dict[str, Any]]:
-        """The failed tasks; each one's ``stderr`` file, or with per-worker logs ``null``,
-        its ``stderr_records`` and the ``log_command`` that prints them."""
-        from hpcflow.store.tasklogs import LogIndex, locate_attempt_log
-
-        paths = self.paths
-        run = str(self.view.meta.get("run_id") or paths.run_dir.name)
-        index = LogIndex(paths.logs_dir) if self.failed and paths.logs_dir.is_dir() else None
-        return [
-            {
-                "id": r.id,
-                "exit_code": r.exit_code,
-                "attempts": r.attempts,
-                "message": r.message,
-                **locate_attempt_log(
-                    paths, run, r.id, paths.stderr(r.slug, r.attempts), index
-                ).as_json("stderr"),
-            }
-            for r in self.failed
-        ]
-
-
-#: `--watch` asks the batch system at most this often, whatever --interval says.
-REFRESH_SECONDS = 5.0
-_last_refresh: float | None = None
-
-
-def take_snapshot(paths: Any) -> Snapshot:
-    from hpcflow.backends.base import AllocationState
-    from hpcflow.cli._common import fresh_allocations, view_of
-    from hpcflow.cli._dashboard import dashboard_at, find_dashboard
-    from hpcflow.errors import RunError
-    from hpcflow.store import statedb as st
-    from hpcflow.store.statedb import StateDB
-
-    global _last_refresh
-    try:
-        # One reader: the counts, the task lists and the status are of one commit.
-        with StateDB(paths.state_db, readonly=True) as db:
-            view = view_of(paths, db)
-            failed = db.tasks(states=(st.FAILED,))
-            running = db.tasks(states=(st.RUNNING,))
-            allocations = db.allocations()
-    except (FileNotFoundError, OSError) as exc:
-        raise RunError(f"cannot read run state in {paths.run_dir}: {exc}") from None
-    if _last_refresh is None or time.monotonic() - _last_refresh >= REFRESH_SECONDS:
-        _last_refresh = time.monotonic()
-        allocations = fresh_allocations(allocations)
-    status = view.status
-    live = status in (RunStatus.SUBMITTED, RunStatus.RUNNING)
-    dashboard = find_dashboard(paths.scheduler_address) if live else None
-    elastic = _latest_sample(paths.elastic_log) if live else None
-    if live and dashboard is None and view.meta.get("dashboard"):
-        # Elastic mode: the scheduler (and its dashboard) run in the submitting process.
-        dashboard = dashboard_at(str(view.meta["dashboard"]))
-    if (
-        allocations
-        and status in (RunStatus.SUBMITTED, RunStatus.RUNNING, RunStatus.INTERRUPTED)
-        and all(AllocationState(a.state).final for a in allocations)
-    ):
-        if paths.cancel_request.exists():
-            status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver could say so
-        else:
-            status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
-    return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
-
-
-def _latest_sample(path: Any) -> dict[str, Any] | None:
-    """The last line of an elastic run's worker log (None without one)."""
-    from hpcflow.store.tail import tail_lines
-
-    lines = tail_lines(path, 1, max_bytes=4096)
-    if not lines:
-        return None
-    try:
-        sample = json.loads(lines[-1])
-    except ValueError:
-        return None
-    return sample if isinstance(sample, dict) else None
 
 
 def render(snap: Snapshot) -> Any:
@@ -220,7 +76,7 @@ def render(snap: Snapshot) -> Any:
     from rich.console import Group
     from rich.text import Text
 
-    from hpcflow.backends.base import AllocationState
+    from hpcflow.api.status import allocation_queued
     from hpcflow.cli import console as ui
 
     view, paths = snap.view, snap.paths
@@ -239,8 +95,7 @@ def render(snap: Snapshot) -> Any:
     parts.append(Text(f"run dir  {paths.run_dir}"))
     for a in snap.allocations:
         reason = f" — {a.reason}" if a.reason else ""
-        queued = AllocationState(a.state) is AllocationState.QUEUED
-        waiting = f" (queued {_ago(a.submitted)})" if queued else ""
+        waiting = f" (queued {_ago(a.submitted)})" if allocation_queued(a) else ""
         parts.append(
             Text(
                 f"allocation {a.native_id} ({a.backend}{', pool ' + a.pool if a.pool else ''}): "

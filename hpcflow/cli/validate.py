@@ -11,9 +11,8 @@ import click
 @click.argument("workflow", type=click.Path(dir_okay=False, path_type=Path))
 def command(workflow: Path) -> None:
     """Check WORKFLOW: syntax, keys, types, placeholders, dependencies and cycles."""
-    from hpcflow.dag.graph import build_graph
-    from hpcflow.spec.loader import load_workflow
+    from hpcflow.api.graph import workflow_graph
 
-    graph = build_graph(load_workflow(workflow))
+    graph = workflow_graph(workflow)
     names = len(graph.templates)
     click.echo(f"{workflow}: ok — {names} task definition(s), {len(graph.instances)} task(s)")

@@ -3,9 +3,11 @@
 :class:`RunLife` creates the run directory and its state database, attaches the run's
 log file, short-cuts a run with nothing to run, records how the run ended (a summary, a
 Ctrl-C, a failure) and, whatever happens, closes the state database, the memo, the
-workflow's lock and the log file. Local, pilot, jobs and elastic mode and the Snakemake
-plugin all go through it; they differ only in where the workers come from and who
-drives them.
+workflow's lock and the log file. Local, pilot, jobs and elastic mode all go through
+it; they differ only in where the workers come from and who drives them. The Snakemake
+plugin does not (Snakemake drives its jobs, and its ``RunRecord`` writes their rows): it
+makes its run directory, id and meta with this module's :func:`make_run_dir`,
+:func:`new_run_id` and :func:`run_meta`, so its run reads back as any other.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 These are pure data: they validate shapes and types, nothing here knows how a task is run.
 Semantic checks that need the whole document (names, placeholders, dependencies) live in
-:mod:`hpcflow.spec.checks`; sweep expansion lives in :mod:`hpcflow.dag`.
+:mod:`hpcflow.spec.loader`; sweep expansion lives in :mod:`hpcflow.dag`.
 """
 
 from __future__ import annotations

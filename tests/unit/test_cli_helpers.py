@@ -43,7 +43,7 @@ def test_fit_columns_shrinks_then_drops_in_order():
 def test_the_latest_run_in_a_folder_of_two_in_the_same_second(tmp_path):
     """Run ids start with their second; two runs of one second are told apart by the
     start the index of runs has, not by the random end of their ids."""
-    from hpcflow.cli._common import latest_run_in
+    from hpcflow.api.locate import latest_run_in
     from hpcflow.store.registry import RegisteredRun
 
     runs = tmp_path / ".hpcflow" / "runs"

@@ -104,6 +104,23 @@ def test_imports_go_downward_only() -> None:
     assert not upward, "imports against the layers:\n" + "\n".join(sorted(upward))
 
 
+#: What the command line may import besides its own modules: the Python API it is written
+#: on, and the bottom layer (errors, the version, lazy imports). Whatever else a command
+#: needs (the state of a run, a profile, a workflow's graph) comes through hpcflow.api.
+CLI_MAY_IMPORT = ("hpcflow.api", *LAYERS[0])
+
+
+def test_the_cli_goes_through_the_api() -> None:
+    reached = []
+    for module, targets in GRAPH.items():
+        if _package(module) != "hpcflow.cli":
+            continue
+        for target in targets:
+            if _package(target) not in ("hpcflow.cli", *CLI_MAY_IMPORT):
+                reached.append(f"{module} -> {target}")
+    assert not reached, "the CLI past hpcflow.api:\n" + "\n".join(sorted(reached))
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}

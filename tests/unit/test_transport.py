@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from hpcflow.cli._dashboard import find_dashboard
+from hpcflow.api.dashboard import find_dashboard
 from hpcflow.errors import HpcflowError, ProfileError
 from hpcflow.settings.profile import Profile
 from hpcflow.transport.certificates import create_credentials, credentials_in
