@@ -198,7 +198,16 @@ def take_snapshot(paths: Any) -> Snapshot:
             status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver could say so
         else:
             status = f"ended early (allocation {allocations[-1].native_id} {allocations[-1].state})"
-    return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
+    return Snapshot(
+        paths=paths,
+        view=view,
+        status=status,
+        failed=failed,
+        running=running,
+        allocations=allocations,
+        dashboard=dashboard,
+        elastic=elastic,
+    )
 
 
 def _latest_sample(path: Any) -> dict[str, Any] | None:

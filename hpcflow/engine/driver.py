@@ -661,15 +661,7 @@ class Driver:
                 now = time.time()
                 log.warning("chunk of %d tasks lost: %s", len(calls), result)
                 outcomes.extend(
-                    Outcome(
-                        c.index,
-                        c.attempt,
-                        st.FAILED,
-                        None,
-                        now,
-                        now,
-                        message=f"worker lost: {type(result).__name__}: {result}"[:500],
-                    )
+                    Outcome.failed(c, now, f"worker lost: {type(result).__name__}: {result}"[:500])
                     for c in calls
                 )
             else:

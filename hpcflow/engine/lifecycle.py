@@ -474,4 +474,11 @@ def summarize(
             exc,
         )
         totals, failed = {}, []
-    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)
+    return RunSummary(
+        run_id=run_id,
+        paths=paths,
+        totals=totals,
+        failed=failed,
+        cancelled=cancelled,
+        elapsed=time.time() - started,
+    )

@@ -115,7 +115,16 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
         lock.release()
         raise
     return PreparedRun(
-        workflow_file, graph, decision, factory, memo, lock, root, key, options.force, options.rerun
+        workflow_file=workflow_file,
+        graph=graph,
+        decision=decision,
+        factory=factory,
+        memo=memo,
+        lock=lock,
+        state_root=root,
+        key=key,
+        force=options.force,
+        rerun=options.rerun,
     )
 
 
@@ -287,14 +296,14 @@ def _reopen(
     _locate_values(graph, factory, RunFinder(root.runs), entries, [not c for c in cached])
     reasons = ["not finished" if r else "done" for r in run]
     prepared = PreparedRun(
-        original,
-        graph,
-        ResumeDecision(run, reasons),
-        factory,
-        memo,
-        lock,
-        root,
-        key,
+        workflow_file=original,
+        graph=graph,
+        decision=ResumeDecision(run, reasons),
+        factory=factory,
+        memo=memo,
+        lock=lock,
+        state_root=root,
+        key=key,
     )
     # Attempts continue their numbering across allocations.
     return prepared, db, run_id

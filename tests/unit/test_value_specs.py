@@ -360,9 +360,17 @@ def test_an_outcome_with_value_stats_survives_a_jobs_outcome_file():
 
     from hpcflow.worker.calls import Outcome, ValueStats
 
-    out = Outcome(3, 1, "succeeded", 0, 1.0, 2.0, values=ValueStats("numpy.ndarray", 80, 8, 0))
+    out = Outcome(
+        index=3,
+        attempt=1,
+        state="succeeded",
+        exit_code=0,
+        started=1.0,
+        ended=2.0,
+        values=ValueStats(type="numpy.ndarray", nbytes=80, received=8, moved=0),
+    )
     back = Outcome.from_dict(json.loads(json.dumps(dataclasses.asdict(out))))
     assert back == out
     assert back.record().values.nbytes == 80 and back.record().values.task_idx == 3
-    plain = Outcome(4, 1, "failed", 1, 1.0, 2.0)
+    plain = Outcome(index=4, attempt=1, state="failed", exit_code=1, started=1.0, ended=2.0)
     assert Outcome.from_dict(dataclasses.asdict(plain)) == plain
