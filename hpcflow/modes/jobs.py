@@ -108,7 +108,7 @@ def run_jobs(
         follow.refuse_detach("jobs", "the submit host records every task's outcome")
         # Before anything is created: a task that names a missing pool, or fits none.
         pools = assign_pools(prepared.graph, profile, prepared.decision.run)
-        life.create()
+        prepared = life.create()
         if life.nothing_to_run:
             return life.all_cached()
         poller = (follow.poller_factory or default_poller)(backend, profile)

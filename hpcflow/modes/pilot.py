@@ -142,7 +142,7 @@ def run_pilot(
             shared_machine=backend.name != "local",
         )
         check_transport(profile.transport, profile.python)
-        life.create()
+        prepared = life.create()
         paths, run_id = life.paths, life.run_id
         pools: PoolAllocations | None = None
         if several is not None:

@@ -1,4 +1,5 @@
-"""The shape of the code, checked: records are built by name.
+"""The shape of the code, checked: records are built by name, and the call factory is
+built complete.
 
 A record (a class of the project declared as a dataclass or a NamedTuple) built with many
 positional arguments is read by counting: ``AllocationRow(a, b, c, d, e, f, g, …)`` says
@@ -6,11 +7,17 @@ nothing of which value is which, and one field added or moved in the class shift
 value after it without an error. So no call passes a record more than
 :data:`MAX_POSITIONAL` positional arguments, nor spreads a sequence over its fields
 (``Row(*row)``: a SQL row's columns taken in the class's order).
+
+The :class:`~hpcflow.engine.calls_factory.CallFactory` renders every call of a run from
+what it was built with; a stage that learns more (the run's folder, the pilot's MPI
+launch, where values lie) builds a new one (``for_run``, ``dataclasses.replace``) rather
+than setting fields on one that others already hold.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +32,12 @@ def _sources() -> Iterator[tuple[Path, ast.Module]]:
     for top in PACKAGES:
         for path in sorted((ROOT / top).rglob("*.py")):
             yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+@functools.cache
+def _project() -> list[tuple[Path, ast.Module]]:
+    """The project's modules, parsed once for every check here."""
+    return list(_sources())
 
 
 def _last_name(node: ast.expr) -> str | None:
@@ -76,9 +89,39 @@ def positional_builds(trees: list[tuple[Path, ast.Module]]) -> list[str]:
     return found
 
 
+#: The module that owns the call factory: the only one that may set its fields.
+FACTORY_MODULE = Path("hpcflow/engine/calls_factory.py")
+
+
+def _names_factory(node: ast.expr) -> bool:
+    """Whether ``node`` is ``factory`` or ``….factory`` (a call factory, by its name)."""
+    return _last_name(node) == "factory"
+
+
+def factory_changes(trees: list[tuple[Path, ast.Module]]) -> list[str]:
+    """``file:line: target`` for each statement outside :data:`FACTORY_MODULE` that sets
+    a field of a call factory (``prepared.factory.paths = …``) or an item of one
+    (``factory.value_runs[i] = …``)."""
+    found: list[str] = []
+    for path, tree in trees:
+        where = path.relative_to(ROOT)
+        if where == FACTORY_MODULE:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            else:
+                continue
+            for target in targets:
+                if isinstance(target, ast.Subscript):
+                    target = target.value  # factory.value_runs[i] = … changes value_runs
+                if isinstance(target, ast.Attribute) and _names_factory(target.value):
+                    found.append(f"{where}:{node.lineno}: {ast.unparse(target)}")
+    return found
+
+
 def test_records_are_built_by_name() -> None:
-    trees = list(_sources())
-    found = positional_builds(trees)
+    found = positional_builds(_project())
     assert not found, (
         f"{len(found)} calls build a record positionally; pass its fields by name:\n"
         + "\n".join(found)
@@ -107,4 +150,26 @@ def test_the_check_sees_a_positional_build() -> None:
         "example.py:8: Row(6 positional)",
         "example.py:9: Pair(7 positional)",
         "example.py:10: Row(a spread sequence)",
+    ]
+
+
+def test_the_call_factory_is_built_complete() -> None:
+    found = factory_changes(_project())
+    assert not found, (
+        f"{len(found)} statements change a call factory after it was built; build it with"
+        " the value, or a new one (dataclasses.replace):\n" + "\n".join(found)
+    )
+
+
+def test_the_check_sees_a_factory_changed() -> None:
+    source = (
+        "prepared.factory.paths = paths\n"
+        "factory.value_runs[3] = where\n"
+        "factory = CallFactory(graph)\n"
+        "life.prepared = prepared\n"
+    )
+    trees = [(ROOT / "example.py", ast.parse(source))]
+    assert factory_changes(trees) == [
+        "example.py:1: prepared.factory.paths",
+        "example.py:2: factory.value_runs",
     ]

@@ -339,7 +339,7 @@ tasks:
 """,
     )
     prepared = prepare(wf, RunOptions())
-    run_id, paths, db = create_run(prepared, RunOptions())
+    prepared, run_id, paths, db = create_run(prepared, RunOptions())
     db.close()
     prepared.memo.close()
     prepared.lock.release()

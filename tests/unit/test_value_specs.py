@@ -292,9 +292,10 @@ def test_a_consumer_that_runs_makes_producers_whose_value_is_gone_run_again():
 
 def test_a_consumer_reads_values_from_the_run_that_made_them(tmp_path):
     graph = graph_of(PIPELINE)
-    factory = CallFactory(graph, RunPaths(tmp_path / "r2"))
     index = {inst.id: inst.index for inst in graph.instances}
-    factory.value_runs[index["base"]] = RunPaths(tmp_path / "r1")
+    factory = CallFactory(
+        graph, RunPaths(tmp_path / "r2"), value_runs={index["base"]: RunPaths(tmp_path / "r1")}
+    )
     total = graph.instances[index["total"]]
     call = factory.call(total, 1)
     assert call.values_in is not None
