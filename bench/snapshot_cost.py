@@ -41,7 +41,17 @@ def main() -> None:
     for start in range(0, args.tasks, args.batch):
         now = time.time()
         records = [
-            AttemptRecord(i, 1, "succeeded", 0, now - 1, now, 50_000_000, "n1", None)
+            AttemptRecord(
+                task_idx=i,
+                attempt=1,
+                state="succeeded",
+                exit_code=0,
+                started=now - 1,
+                ended=now,
+                peak_rss=50_000_000,
+                host="n1",
+                message=None,
+            )
             for i in range(start, min(start + args.batch, args.tasks))
         ]
         db.record_attempts(records, {r.task_idx: "succeeded" for r in records})

@@ -25,7 +25,6 @@ def take_lease(workdir: Path, snakefile: str, on_lost: Callable[[str], None]) ->
 
     path = (workdir / snakefile).resolve()
     lock_file = StateRoot.in_folder(workdir).lock_file(workflow_key(path))
-    lease = RunLock(lock_file, ask=allocations_live)
+    lease = RunLock(lock_file, ask=allocations_live, on_lost=on_lost)
     lease.acquire({"run_id": "starting", "workflow": str(path)})
-    lease.on_lost = on_lost
     return lease

@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hpcflow.engine.lifecycle import make_run_dir, new_run_id, run_meta
@@ -151,23 +151,21 @@ class RunRecord:
         for item in finished:
             if item.outcome is not None:
                 record = item.outcome.record(item.task_idx)
-                # The worker numbers calls itself; the attempt is Snakemake's.
-                record = st.AttemptRecord(
-                    item.task_idx,
-                    item.attempt,
-                    record.state,
-                    record.exit_code,
-                    record.started,
-                    record.ended,
-                    record.peak_rss,
-                    record.host,
-                    record.message,
-                )
+                # The worker numbers calls itself; the attempt is Snakemake's (and its
+                # values are not kept).
+                record = replace(record, attempt=item.attempt, values=None)
             else:
                 record = st.AttemptRecord(
-                    item.task_idx, item.attempt, st.FAILED, None, None, now, None, None,
-                    item.message or "lost: its Dask worker died or the cluster went away",
-                )  # fmt: skip
+                    task_idx=item.task_idx,
+                    attempt=item.attempt,
+                    state=st.FAILED,
+                    exit_code=None,
+                    started=None,
+                    ended=now,
+                    peak_rss=None,
+                    host=None,
+                    message=item.message or "lost: its Dask worker died or the cluster went away",
+                )
             records.append(record)
             states[item.task_idx] = record.state
         try:

@@ -96,7 +96,7 @@ def one_run(workflow: Path, client: Any) -> dict:
     of_template = {i: t.spec.name for i, t in enumerate(prepared.graph.templates)}
     pools = PoolPlan(of_template, {"make": 1, "take": 1})
     with RunLife(prepared, options, extra={"slots": 2, "engine": "dask"}) as life:
-        life.create()
+        prepared = life.create()
         started = time.perf_counter()
         summary = drive(prepared, life.db, life.run_id, client, 2, pools=pools)
         seconds = time.perf_counter() - started

@@ -33,7 +33,9 @@ class CallSite:
 
     def problem(self, where: str, message: str, hint: str | None = None) -> SpecProblem:
         """A problem found in what this call passed, reported at the call."""
-        return SpecProblem(self.file, self.line, None, where, message, hint)
+        return SpecProblem(
+            file=self.file, line=self.line, column=None, where=where, message=message, hint=hint
+        )
 
 
 def caller() -> CallSite:

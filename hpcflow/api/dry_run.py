@@ -88,21 +88,35 @@ def dry_run_of(planned: RunPlan) -> DryRun:
         res, name = template.resources, template.spec.name
         rows.append(
             PlanRow(
-                name, counts[name], to_run.get(name, 0), res.cpus, res.memory, res.gpus,
-                res.walltime, res.ranks, parents.get(name, []),
-                pools.get(graph.templates.index(template)),
+                name=name,
+                instances=counts[name],
+                to_run=to_run.get(name, 0),
+                cpus=res.cpus,
+                memory=res.memory,
+                gpus=res.gpus,
+                walltime=res.walltime,
+                ranks=res.ranks,
+                after=parents.get(name, []),
+                pool=pools.get(graph.templates.index(template)),
             )
-        )  # fmt: skip
+        )
     later = []
     for spec_index, on in sorted(graph.waiting_on.items()):
         template = graph.templates[spec_index]
         res = template.resources
         later.append(
             PlanRow(
-                template.spec.name, None, None, res.cpus, res.memory, res.gpus, res.walltime,
-                res.ranks, list(on),
+                name=template.spec.name,
+                instances=None,
+                to_run=None,
+                cpus=res.cpus,
+                memory=res.memory,
+                gpus=res.gpus,
+                walltime=res.walltime,
+                ranks=res.ranks,
+                after=list(on),
             )
-        )  # fmt: skip
+        )
     decision = prepared.decision
     return DryRun(
         workflow=graph.loaded.workflow.name,

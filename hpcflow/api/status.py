@@ -161,7 +161,16 @@ class StatusReader:
                 status = RunStatus.CANCELLED  # by `hpcflow cancel`, before its driver said so
             else:
                 status = f"ended early (allocation {last.native_id} {last.state})"
-        return Snapshot(paths, view, status, failed, running, allocations, dashboard, elastic)
+        return Snapshot(
+            paths=paths,
+            view=view,
+            status=status,
+            failed=failed,
+            running=running,
+            allocations=allocations,
+            dashboard=dashboard,
+            elastic=elastic,
+        )
 
 
 def allocation_queued(allocation: Any) -> bool:

@@ -18,6 +18,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hpcflow.bootstrap.config import PilotConfig
 from hpcflow.bootstrap.head import allocation_started
@@ -53,6 +54,9 @@ from hpcflow.transport.http_servers import LOOPBACK_ANY_PORT, dashboard_bind, ht
 from hpcflow.transport.security import security_for
 from hpcflow.worker.gpus import OWN_GPUS
 from hpcflow.worker.orphans import become_subreaper
+
+if TYPE_CHECKING:  # imported by the driver rank only
+    from hpcflow.engine.calls_factory import TaskLaunch
 
 log = logging.getLogger("hpcflow.bootstrap")
 
@@ -392,6 +396,21 @@ def _wait_for_scheduler_end(
     return 0
 
 
+def _task_launch(config: PilotConfig) -> TaskLaunch:
+    """How the driver's calls start MPI tasks on this pilot's workers."""
+    from hpcflow.engine.calls_factory import TaskLaunch
+
+    if config.task_pools:
+        # (With several pools a worker's slots differ by pool: every MPI task a step.)
+        return TaskLaunch(mpi_launcher=config.launcher, mpi=config.mpi)
+    return TaskLaunch(
+        mpi_launcher=config.launcher,
+        mpi=config.mpi,
+        local_mpi_launch=config.local_mpi_launch,
+        local_mpi_ranks=config.threads_per_worker,
+    )
+
+
 def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     from distributed import Client
 
@@ -411,15 +430,12 @@ def _driver(run_dir: Path, address: str, config: PilotConfig) -> int:
     try:
         # Holds the workflow's lease for this run (or fails: another run holds it).
         prepared, db, run_id = open_run(
-            run_dir, SiteEnvironment.from_dict(config.software), allocation=environment.job_id()
+            run_dir,
+            SiteEnvironment.from_dict(config.software),
+            allocation=environment.job_id(),
+            launch=_task_launch(config),
         )
         prepared.lock.on_lost = lease_lost(paths)
-        prepared.factory.mpi_launcher = config.launcher
-        prepared.factory.mpi = config.mpi
-        if not config.task_pools:
-            # (With several pools a worker's slots differ by pool: every MPI task a step.)
-            prepared.factory.local_mpi_launch = config.local_mpi_launch
-            prepared.factory.local_mpi_ranks = config.threads_per_worker
         client = Client(
             address,
             timeout=120,

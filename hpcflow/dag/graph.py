@@ -81,7 +81,14 @@ def build_graph(loaded: LoadedWorkflow, *, check_files: bool = True) -> TaskGrap
     if problems:
         raise SpecError(problems)
     order = _topological_order(loaded, instances)
-    return TaskGraph(loaded, templates, instances, order, waiting, waiting_on)
+    return TaskGraph(
+        loaded=loaded,
+        templates=templates,
+        instances=instances,
+        order=order,
+        waiting=waiting,
+        waiting_on=waiting_on,
+    )
 
 
 def _why_waiting(loaded: LoadedWorkflow, i: int, on: tuple[str, ...]) -> str:
@@ -464,4 +471,11 @@ def renumbered(graph: TaskGraph, first: Sequence[str]) -> TaskGraph:
             for name, arg in inst.values.items()
         }
     order = _topological_order(graph.loaded, ordered)
-    return TaskGraph(graph.loaded, graph.templates, ordered, order, graph.waiting, graph.waiting_on)
+    return TaskGraph(
+        loaded=graph.loaded,
+        templates=graph.templates,
+        instances=ordered,
+        order=order,
+        waiting=graph.waiting,
+        waiting_on=graph.waiting_on,
+    )

@@ -6,7 +6,7 @@ import hashlib
 import json
 import signal
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 
 from hpcflow.dag.graph import TaskGraph
@@ -28,13 +28,12 @@ _json_str = encode_basestring_ascii
 Action = tuple[str, str | None, list[str] | None]
 
 
-@dataclass
-class CallFactory:
-    """Renders calls for one graph; parses each task's templates once."""
+@dataclass(frozen=True)
+class TaskLaunch:
+    """How MPI tasks (ranks > 1) start inside an allocation: what a pilot's config or a
+    job's manifest says; the default starts them as they are."""
 
-    graph: TaskGraph
-    paths: RunPaths | None = None
-    #: How MPI tasks (ranks > 1) start inside an allocation: "srun", "mpirun" or None (as is).
+    #: "srun", "mpirun" or None (as is).
     mpi_launcher: str | None = None
     mpi: str = "pmix"
     #: Starts an MPI task that fits on one worker on the worker's own node (e.g. Open
@@ -42,6 +41,19 @@ class CallFactory:
     local_mpi_launch: list[str] | None = None
     #: The most ranks such a task may have: one worker's slots.
     local_mpi_ranks: int = 0
+
+
+@dataclass
+class CallFactory:
+    """Renders calls for one graph; parses each task's templates once.
+
+    Built with everything it renders from; a later stage that learns more (the run's
+    folder and journal, once the run is created) makes a new one (:meth:`for_run`)."""
+
+    graph: TaskGraph
+    paths: RunPaths | None = None
+    #: How MPI tasks start inside an allocation.
+    launch: TaskLaunch = field(default_factory=TaskLaunch)
     _commands: dict[int, ShellTemplate] = field(default_factory=dict)
     _argv: dict[int, list[Template]] = field(default_factory=dict)
     _env: dict[int, dict[str, Template]] = field(default_factory=dict)
@@ -61,6 +73,11 @@ class CallFactory:
     #: HPCFLOW_CONTINUATION=1.
     continued: set[int] = field(default_factory=set)
 
+    def for_run(self, paths: RunPaths, journal: str) -> CallFactory:
+        """This factory for the run in ``paths``, whose journal of successes starts at
+        ``journal`` (what it parsed and decided so far kept)."""
+        return replace(self, paths=paths, journal=journal)
+
     def grow(self, graph: TaskGraph) -> None:
         """Render the calls of ``graph`` from now on: the run's graph grown by tasks
         planned during the run (same task definitions; instances keep their numbers)."""
@@ -77,22 +94,23 @@ class CallFactory:
 
     def launched_locally(self, resources: Resources) -> bool:
         """Whether an MPI task with ``resources`` starts on its worker's own node (with
-        :attr:`local_mpi_launch`), holding ``ranks`` of the worker's slots, rather than
+        :attr:`TaskLaunch.local_mpi_launch`), holding ``ranks`` of the worker's slots, rather than
         as a launcher step: one node, and no more ranks than one worker's slots, in a
         pilot whose workers srun started (a worker that mpirun started carries that
         launch's variables, and an mpirun of the task's would take itself for its rank)."""
+        launch = self.launch
         return bool(
-            self.local_mpi_launch
-            and self.mpi_launcher == "srun"
+            launch.local_mpi_launch
+            and launch.mpi_launcher == "srun"
             and resources.ranks > 1
             and (resources.nodes or 1) == 1
-            and resources.ranks <= self.local_mpi_ranks
+            and resources.ranks <= launch.local_mpi_ranks
         )
 
     def held_cpus(self, resources: Resources) -> int:
         """The worker slots a task holds while it runs: its cpus; an MPI task started in
         the worker's own process tree also its ranks (a step holds only its cpus there)."""
-        if self.mpi_launcher and not self.launched_locally(resources):
+        if self.launch.mpi_launcher and not self.launched_locally(resources):
             return resources.cpus
         return max(resources.cpus, resources.ranks)
 
@@ -243,11 +261,12 @@ class CallFactory:
         prefix: list[str] = []
         if resources.ranks > 1:
             env.setdefault("HPCFLOW_RANKS", str(resources.ranks))
-            if self.launched_locally(resources) and self.local_mpi_launch:
-                prefix = [*self.local_mpi_launch, "-n", str(resources.ranks)]
+            launch = self.launch
+            if self.launched_locally(resources) and launch.local_mpi_launch:
+                prefix = [*launch.local_mpi_launch, "-n", str(resources.ranks)]
             else:
                 prefix = task_prefix(
-                    self.mpi_launcher or "", resources.ranks, resources.nodes, mpi=self.mpi
+                    launch.mpi_launcher or "", resources.ranks, resources.nodes, mpi=launch.mpi
                 )
         software = self.environment(inst)
         outer: list[str] = []

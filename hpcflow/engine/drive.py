@@ -59,7 +59,7 @@ def drive(
         )
         # Tasks an earlier run whose driver died left running: ended before any starts.
         end_leftovers(prepared.state_root.journal_dir(prepared.key), run_id)
-        states: list[str] | None = None
+        states: list[st.TaskState] | None = None
         grown: PreparedRun | None = prepared
         result: DriverResult | None = None
         try:

@@ -246,13 +246,13 @@ class Driver:
         self,
         run: list[bool],
         attempts: list[int] | None = None,
-        states: list[str] | None = None,
+        states: list[st.TaskState] | None = None,
     ) -> DriverResult:
         """Run the tasks marked in ``run``; ``attempts`` continues attempt numbering;
         ``states`` are those of the tasks that do not run (default: cached)."""
         graph = self.graph
         n = len(graph.instances)
-        self.state: list[str] = [
+        self.state: list[st.TaskState] = [
             st.PENDING if run[i] else (states[i] if states is not None else st.CACHED)
             for i in range(n)
         ]
@@ -661,15 +661,7 @@ class Driver:
                 now = time.time()
                 log.warning("chunk of %d tasks lost: %s", len(calls), result)
                 outcomes.extend(
-                    Outcome(
-                        c.index,
-                        c.attempt,
-                        st.FAILED,
-                        None,
-                        now,
-                        now,
-                        message=f"worker lost: {type(result).__name__}: {result}"[:500],
-                    )
+                    Outcome.failed(c, now, f"worker lost: {type(result).__name__}: {result}"[:500])
                     for c in calls
                 )
             else:
@@ -780,7 +772,7 @@ class Driver:
                 changes.append((i, st.CANCELLED))
         self.db.set_states(changes, message="run cancelled")
 
-    def _set_state(self, i: int, state: str) -> None:
+    def _set_state(self, i: int, state: st.TaskState) -> None:
         old = self.state[i]
         if old == state:
             return

@@ -109,7 +109,7 @@ def _grown_graph(
 
 
 def _new_states(
-    grown: TaskGraph, decided: ResumeDecision, states: list[str]
+    grown: TaskGraph, decided: ResumeDecision, states: list[st.TaskState]
 ) -> tuple[list[bool], list[str]]:
     """What runs: only new instances, as decided, unless something they need did not
     succeed (then they are skipped). ``states`` is extended with the new ones' states."""

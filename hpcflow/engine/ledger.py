@@ -31,7 +31,7 @@ class OutcomeLedger:
     memo: Memo
     run_id: str
 
-    def state_after(self, final: Outcome) -> str:
+    def state_after(self, final: Outcome) -> st.TaskState:
         """The task's state after its latest attempt ``final``: pending again when it
         failed and its retry policy allows another attempt."""
         if final.state == st.SUCCEEDED:
@@ -45,10 +45,10 @@ class OutcomeLedger:
         policy = self.graph.template(inst).retries
         return st.PENDING if policy.allows_another(final.attempt) else st.FAILED
 
-    def record(self, attempts: Iterable[tuple[int, Sequence[Outcome]]]) -> dict[int, str]:
+    def record(self, attempts: Iterable[tuple[int, Sequence[Outcome]]]) -> dict[int, st.TaskState]:
         """Store each task's attempts (its latest last) and return its new state."""
         records: list[st.AttemptRecord] = []
-        new_states: dict[int, str] = {}
+        new_states: dict[int, st.TaskState] = {}
         memo: list[MemoEntry] = []
         for index, outcomes in attempts:
             records.extend(out.record(index) for out in outcomes)

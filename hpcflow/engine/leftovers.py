@@ -57,24 +57,26 @@ class Record:
 
 def read_record(path: Path) -> Record:
     """A record file; lines cut short by a kill are skipped."""
-    record = Record(path, None, "")
+    owner: ProcessIdentity | None = None
+    mark = ""
+    attempts: list[tuple[str, int, int, int | None]] = []
     try:
         data = path.read_bytes()
     except OSError as exc:
         log.warning("cannot read %s: %s", path, exc)
-        return record
+        data = b""
     for raw in data.split(b"\n"):
         try:
             item = json.loads(raw)
         except ValueError:
             continue
         if isinstance(item, dict) and isinstance(item.get("owner"), dict):
-            record.owner = ProcessIdentity.from_meta(item["owner"])
-            record.mark = str(item["owner"].get("mark") or "")
+            owner = ProcessIdentity.from_meta(item["owner"])
+            mark = str(item["owner"].get("mark") or "")
         elif isinstance(item, list) and len(item) == 4:
             task_id, attempt, pid, ticks = item
-            record.attempts.append((str(task_id), int(attempt), int(pid), ticks))
-    return record
+            attempts.append((str(task_id), int(attempt), int(pid), ticks))
+    return Record(path=path, owner=owner, mark=mark, attempts=attempts)
 
 
 def end_leftovers(journal_dir: Path, run_id: str) -> int:

@@ -18,7 +18,7 @@ import socket
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -137,10 +137,11 @@ class RunLife:
             raise RunError("this side no longer writes the run's state")
         return self._db
 
-    def create(self) -> None:
+    def create(self) -> PreparedRun:
         """Make the run directory and its state (every task pending or cached); log to
-        the run's ``driver.log`` from now on."""
-        self._run_id, self._paths, self._db = create_run(
+        the run's ``driver.log`` from now on. Returns the run as prepared for it (also
+        :attr:`prepared` from now on): its calls name the run's files."""
+        self.prepared, self._run_id, self._paths, self._db = create_run(
             self.prepared, self.options, backend=self.backend, extra=self.extra
         )
         self._handler = log_to(self._paths.driver_log)
@@ -148,6 +149,7 @@ class RunLife:
         # stops as `hpcflow cancel` would stop it.
         self.prepared.lock.set_run(self._run_id)
         self.prepared.lock.on_lost = lease_lost(self._paths)
+        return self.prepared
 
     @property
     def nothing_to_run(self) -> bool:
@@ -242,8 +244,11 @@ def create_run(
     *,
     backend: str = "local",
     extra: dict[str, object] | None = None,
-) -> tuple[str, RunPaths, st.StateDB]:
-    """Make the run directory and its state database (every task pending or cached)."""
+) -> tuple[PreparedRun, str, RunPaths, st.StateDB]:
+    """Make the run directory and its state database (every task pending or cached).
+
+    Returns ``prepared`` for this run (its calls name the run's files and journal), the
+    run's id, paths and state database."""
     started = time.time()
     graph = prepared.graph
     run = prepared.decision.run
@@ -276,9 +281,9 @@ def create_run(
         )
     )
     write_json_atomic(paths.plan, plan_summary(prepared))
-    prepared.factory.paths = paths
-    prepared.factory.journal = prepared.state_root.journal_prefix(prepared.key, run_id)
-    return run_id, paths, db
+    journal = prepared.state_root.journal_prefix(prepared.key, run_id)
+    for_run = replace(prepared, factory=prepared.factory.for_run(paths, journal))
+    return for_run, run_id, paths, db
 
 
 def run_meta(
@@ -476,4 +481,11 @@ def summarize(
             exc,
         )
         totals, failed = {}, []
-    return RunSummary(run_id, paths, totals, failed, cancelled, time.time() - started)
+    return RunSummary(
+        run_id=run_id,
+        paths=paths,
+        totals=totals,
+        failed=failed,
+        cancelled=cancelled,
+        elapsed=time.time() - started,
+    )

@@ -7,12 +7,12 @@ import json
 import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hpcflow.backends.registry import allocations_live
 from hpcflow.dag.graph import TaskGraph, build_graph, renumbered
-from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.calls_factory import CallFactory, TaskLaunch
 from hpcflow.engine.resume import ResumeDecision, decide
 from hpcflow.envs.environments import Environments
 from hpcflow.envs.site import SiteEnvironment
@@ -110,12 +110,23 @@ def prepare(workflow_file: Path, options: RunOptions, *, take_lock: bool = True)
             loaded = load_workflow(workflow_file, ready)
             with collector_paused():
                 graph = build_graph(loaded)
-        _locate_values(graph, factory, find_run, entries, decision.run)
+        factory = replace(
+            factory, value_runs=_locate_values(graph, factory, find_run, entries, decision.run)
+        )
     except BaseException:
         lock.release()
         raise
     return PreparedRun(
-        workflow_file, graph, decision, factory, memo, lock, root, key, options.force, options.rerun
+        workflow_file=workflow_file,
+        graph=graph,
+        decision=decision,
+        factory=factory,
+        memo=memo,
+        lock=lock,
+        state_root=root,
+        key=key,
+        force=options.force,
+        rerun=options.rerun,
     )
 
 
@@ -163,13 +174,16 @@ def _locate_values(
     find: RunFinder,
     entries: dict[str, MemoEntry],
     run: list[bool],
-) -> None:
-    """Point the consumers of producers that do not run at the runs holding their values
-    (the runs the memo names: in the workflow's runs folder, or given ``--run-dir``)."""
+) -> dict[int, RunPaths]:
+    """The runs holding the values of producers that do not run, for their consumers'
+    calls (the runs the memo names: in the workflow's runs folder, or given
+    ``--run-dir``): :attr:`CallFactory.value_runs`."""
+    located: dict[int, RunPaths] = {}
     for producer in factory.received():
         entry = None if run[producer] else entries.get(graph.instances[producer].id)
         if entry is not None:  # (no entry: the consumer names a file that is not there)
-            factory.value_runs[producer] = RunPaths(find(entry.run_id))
+            located[producer] = RunPaths(find(entry.run_id))
+    return located
 
 
 @contextmanager
@@ -220,12 +234,14 @@ def open_run(
     *,
     take_lease: bool = True,
     allocation: str | None = None,
+    launch: TaskLaunch | None = None,
 ) -> tuple[PreparedRun, st.StateDB, str]:
     """Reopen an existing run (inside its allocation, or for a continuation): the workflow as
     submitted, the graph, and a decision that runs every task not yet succeeded. Holds the
     workflow's lease for the run (the driver runs in batch job ``allocation``) before
     anything is written (raises
-    :class:`~hpcflow.errors.RunLockedError` when another run holds it)."""
+    :class:`~hpcflow.errors.RunLockedError` when another run holds it). Its calls start
+    MPI tasks as ``launch`` says (the pilot's config)."""
     paths = RunPaths(run_dir)
     graph, info = load_run_graph(paths)
     original = Path(str(info["workflow"]))
@@ -236,7 +252,9 @@ def open_run(
     if take_lease:  # the lease its submitter took for this run: no other run may drive
         lock.adopt(run_id, allocation)
     try:
-        return _reopen(paths, graph, original, run_id, root, key, lock, site)
+        return _reopen(
+            paths, graph, original, run_id, root, key, lock, site, launch or TaskLaunch()
+        )
     except BaseException:
         lock.release()
         raise
@@ -251,6 +269,7 @@ def _reopen(
     key: str,
     lock: RunLock,
     site: SiteEnvironment | None,
+    launch: TaskLaunch,
 ) -> tuple[PreparedRun, st.StateDB, str]:
     db = st.StateDB(paths.state_db)
     rows = db.tasks()
@@ -268,8 +287,15 @@ def _reopen(
         rows = db.tasks()
     memo = Memo(root.memo_db, key)
     environments = Environments(site or SiteEnvironment(), images=root.images)
-    factory = CallFactory(graph, paths, environments=environments)
-    factory.journal = root.journal_prefix(key, run_id)
+    factory = CallFactory(
+        graph,
+        paths,
+        launch=launch,
+        journal=root.journal_prefix(key, run_id),
+        environments=environments,
+        # Interrupted by their checkpoint signal in an earlier allocation: they continue.
+        continued=db.interrupted_last(),
+    )
     recovered = _journaled_successes(graph, factory, rows, root.journal_dir(key), run_id)
     if recovered:
         # An earlier allocation of this run finished them but was killed before it
@@ -279,22 +305,21 @@ def _reopen(
         memo.flush()
         log.info("%d task(s) finished by an earlier allocation, from its journal", len(recovered))
     run = [r.state not in (st.SUCCEEDED, st.CACHED) and r.idx not in recovered for r in rows]
-    # Interrupted by their checkpoint signal in an earlier allocation: they continue.
-    factory.continued = db.interrupted_last()
     # Producers decided up to date when the run was made hold their values in earlier runs.
     cached = [r.state == st.CACHED for r in rows]
     entries = memo.load() if any(cached[p] for p in factory.received()) else {}
-    _locate_values(graph, factory, RunFinder(root.runs), entries, [not c for c in cached])
+    located = _locate_values(graph, factory, RunFinder(root.runs), entries, [not c for c in cached])
+    factory = replace(factory, value_runs=located)
     reasons = ["not finished" if r else "done" for r in run]
     prepared = PreparedRun(
-        original,
-        graph,
-        ResumeDecision(run, reasons),
-        factory,
-        memo,
-        lock,
-        root,
-        key,
+        workflow_file=original,
+        graph=graph,
+        decision=ResumeDecision(run, reasons),
+        factory=factory,
+        memo=memo,
+        lock=lock,
+        state_root=root,
+        key=key,
     )
     # Attempts continue their numbering across allocations.
     return prepared, db, run_id

@@ -59,7 +59,12 @@ class TaskEnvironment:
             run = self.container
             wanted = _without_nested([*run.mounts, *mounts])
             run = ContainerRun(
-                run.runtime, run.command, run.image, tuple(wanted), run.options, run.gpus
+                runtime=run.runtime,
+                command=run.command,
+                image=run.image,
+                mounts=tuple(wanted),
+                options=run.options,
+                gpus=run.gpus,
             )
             argv += container_argv(run, workdir, env_names)
         if self.activate is not None:
@@ -114,12 +119,12 @@ class Environments:
             run_image = self._pulled(runtime, image) or image
             mounts = [mount_spec(b, base_dir) for b in (*self.site.binds, *spec.binds)]
             container = ContainerRun(
-                runtime,
-                command,
-                run_image,
-                tuple([f"{base_dir}:{base_dir}", *mounts]),
-                (*self.site.options, *spec.options),
-                gpus,
+                runtime=runtime,
+                command=command,
+                image=run_image,
+                mounts=tuple([f"{base_dir}:{base_dir}", *mounts]),
+                options=(*self.site.options, *spec.options),
+                gpus=gpus,
             )
             python = spec.python
             identity += [runtime, image, self._identity(runtime, command, image)]

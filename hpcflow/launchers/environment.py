@@ -70,7 +70,12 @@ def detect(use_mpi: bool = True) -> RankInfo:
                     # Logical nodes on one host share memory; the launcher knows the node rank.
                     local = env_info.local_rank
                 return RankInfo(
-                    comm.Get_rank(), comm.Get_size(), local, socket.gethostname(), job_id(), comm
+                    rank=comm.Get_rank(),
+                    size=comm.Get_size(),
+                    local_rank=local,
+                    host=socket.gethostname(),
+                    job_id=job_id(),
+                    comm=comm,
                 )
         except ImportError:
             log.debug("mpi4py is not installed; ranks come from the launcher's variables")

@@ -93,7 +93,7 @@ def run_elastic(
         if len(pools) <= 1:
             profile = profile.for_pool(pools[0] if pools else None)
         check_elastic(profile)
-        life.create()
+        prepared = life.create()
         backlog = Backlog()
         workers = ElasticWorkers(
             profile,

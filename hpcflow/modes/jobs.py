@@ -108,7 +108,7 @@ def run_jobs(
         follow.refuse_detach("jobs", "the submit host records every task's outcome")
         # Before anything is created: a task that names a missing pool, or fits none.
         pools = assign_pools(prepared.graph, profile, prepared.decision.run)
-        life.create()
+        prepared = life.create()
         if life.nothing_to_run:
             return life.all_cached()
         poller = (follow.poller_factory or default_poller)(backend, profile)
@@ -352,18 +352,18 @@ class JobsFollower:
         self.waiting.remove(unit.number)
         self.submit.add_allocation(
             st.AllocationRow(
-                native_id,
-                unit.number,
-                self.backend.name,
-                AllocationState.QUEUED.value,
-                None,
-                None,
-                time.time(),
-                None,
-                str(script),
-                str(request.stdout),
-                str(request.stderr),
-                self.pools.get(unit.spec_index),
+                native_id=native_id,
+                number=unit.number,
+                backend=self.backend.name,
+                state=AllocationState.QUEUED.value,
+                native_state=None,
+                reason=None,
+                submitted=time.time(),
+                updated=None,
+                script=str(script),
+                stdout=str(request.stdout),
+                stderr=str(request.stderr),
+                pool=self.pools.get(unit.spec_index),
             )
         )
         self.poller.track([native_id])
@@ -450,7 +450,7 @@ class JobsFollower:
             self.attempts[i] = attempts[-1].attempt
         self._ended(new_states)
 
-    def _ended(self, new_states: dict[int, str]) -> None:
+    def _ended(self, new_states: dict[int, st.TaskState]) -> None:
         """Bookkeeping for instances that reached a final state; skips their dependents."""
         failed = []
         for i, state in new_states.items():
@@ -574,7 +574,7 @@ class JobsFollower:
         if not lost:
             return
         records = []
-        new_states: dict[int, str] = {}
+        new_states: dict[int, st.TaskState] = {}
         now = time.time()
         for i, status, started in lost:
             job = self.jobs[self.unit_of[i]]
@@ -598,16 +598,16 @@ class JobsFollower:
             if started:
                 records.append(
                     st.AttemptRecord(
-                        i,
-                        job.first_attempts[k],
-                        st.FAILED,
-                        status.exit_code,
-                        None,
-                        now,
-                        None,
-                        None,
-                        message,
-                    )  # fmt: skip
+                        task_idx=i,
+                        attempt=job.first_attempts[k],
+                        state=st.FAILED,
+                        exit_code=status.exit_code,
+                        started=None,
+                        ended=now,
+                        peak_rss=None,
+                        host=None,
+                        message=message,
+                    )
                 )
             else:
                 self.db.set_states([(i, state)], message=message)

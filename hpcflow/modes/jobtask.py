@@ -29,7 +29,7 @@ from types import FrameType
 
 from hpcflow.backends.arrays import element_index, element_label, element_native_id
 from hpcflow.dag.instances import TaskInstance
-from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.calls_factory import CallFactory, TaskLaunch
 from hpcflow.engine.prepare import load_run_graph
 from hpcflow.envs.environments import Environments
 from hpcflow.envs.site import SiteEnvironment
@@ -106,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     factory = CallFactory(
         graph,
         paths,
-        mpi_launcher=manifest.get("mpi_launcher"),
-        mpi=manifest.get("mpi", "pmix"),
+        launch=TaskLaunch(
+            mpi_launcher=manifest.get("mpi_launcher"), mpi=manifest.get("mpi", "pmix")
+        ),
         environments=Environments(
             SiteEnvironment.from_dict(manifest.get("software")),
             images=StateRoot.beside(Path(str(info["workflow"]))).images,

@@ -27,7 +27,7 @@ def run_local(
     graph = prepared.graph
     with RunLife(prepared, options, extra={"slots": capacity.slots, "engine": engine}) as life:
         check_capacity(graph, prepared.decision.run, capacity.max_cpus_per_task, capacity.gpus)
-        life.create()
+        prepared = life.create()
         if life.nothing_to_run:
             summary = life.all_cached(observer)
             settle(prepared, life.paths.run_dir, summary)

@@ -94,18 +94,18 @@ def submit_allocation(
         lock.note_allocations(backend.name, [native_id])
     submit.add_allocation(
         st.AllocationRow(
-            native_id,
-            number,
-            backend.name,
-            AllocationState.QUEUED.value,
-            None,
-            None,
-            time.time(),
-            None,
-            str(path),
-            str(plan.request.stdout),
-            str(plan.request.stderr),
-            plan.config.pool,
+            native_id=native_id,
+            number=number,
+            backend=backend.name,
+            state=AllocationState.QUEUED.value,
+            native_state=None,
+            reason=None,
+            submitted=time.time(),
+            updated=None,
+            script=str(path),
+            stdout=str(plan.request.stdout),
+            stderr=str(plan.request.stderr),
+            pool=plan.config.pool,
         )
     )
     log.info("allocation %d submitted as %s %s", number, backend.name, native_id)
@@ -142,7 +142,7 @@ def run_pilot(
             shared_machine=backend.name != "local",
         )
         check_transport(profile.transport, profile.python)
-        life.create()
+        prepared = life.create()
         paths, run_id = life.paths, life.run_id
         pools: PoolAllocations | None = None
         if several is not None:

@@ -152,7 +152,14 @@ def collect(paths: RunPaths) -> ReportData:
         stderr = paths.stderr(t.slug, max(1, t.attempts))
         where = locate_attempt_log(paths, run_id, t.id, stderr, index).describe()
         failures.append(
-            Failure(t.id, t.attempts, t.exit_code, t.message, where, _tail(stderr, index=index))
+            Failure(
+                task_id=t.id,
+                attempts=t.attempts,
+                exit_code=t.exit_code,
+                message=t.message,
+                stderr_place=where,
+                excerpt=_tail(stderr, index=index),
+            )
         )
     return ReportData(
         run_id=run_id,

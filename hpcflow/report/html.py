@@ -114,13 +114,13 @@ def _dag(data: ReportData) -> tuple[list[Box], list[str], float, float]:
         colour = STATE_COLOURS[_dominant(states)]
         done = states.get(st.SUCCEEDED, 0) + states.get(st.CACHED, 0)
         boxes[d.name] = Box(
-            d.name,
-            d.name if len(d.name) <= 22 else d.name[:21] + "…",
-            f"{done}/{d.instances} done"
+            name=d.name,
+            label=d.name if len(d.name) <= 22 else d.name[:21] + "…",
+            detail=f"{done}/{d.instances} done"
             + (f", {states[st.FAILED]} failed" if states.get(st.FAILED) else ""),
-            10 + column * (BOX_W + GAP_X),
-            10 + row * (BOX_H + GAP_Y),
-            colour,
+            x=10 + column * (BOX_W + GAP_X),
+            y=10 + row * (BOX_H + GAP_Y),
+            colour=colour,
         )
     paths = []
     for a, b in sorted(data.edges):

@@ -399,7 +399,9 @@ def _problem(
         path = _document_path((*layer.prefix, *parts), layer.positions)
         return layer.positions.problem(path, message, hint=hint, key=key)
     label = layer.sources[name] if layer is not None and name else "profile"
-    return SpecProblem(label, None, None, format_path(parts), message, hint)
+    return SpecProblem(
+        file=label, line=None, column=None, where=format_path(parts), message=message, hint=hint
+    )
 
 
 def _cross_field_problem(
@@ -407,11 +409,17 @@ def _cross_field_problem(
 ) -> SpecProblem:
     layer = origin.get(chosen) if chosen else None
     if layer is None or chosen is None:
-        return SpecProblem("profile", None, None, "", message, hint)
+        return SpecProblem(
+            file="profile", line=None, column=None, where="", message=message, hint=hint
+        )
     if layer.positions is None:
-        return SpecProblem(layer.sources[chosen], None, None, "", message, hint)
+        return SpecProblem(
+            file=layer.sources[chosen], line=None, column=None, where="", message=message, hint=hint
+        )
     line, column = layer.positions.locate((*layer.prefix, chosen), key=True)
-    return SpecProblem(layer.positions.file, line, column, "", message, hint)
+    return SpecProblem(
+        file=layer.positions.file, line=line, column=column, where="", message=message, hint=hint
+    )
 
 
 def _document_path(path: tuple[Any, ...], positions: Positions) -> Path:

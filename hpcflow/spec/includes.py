@@ -214,7 +214,14 @@ def _parse(
     height = expand_includes(data, sub_positions, target.parent, reader, (*stack, target))
     workflow = validate_workflow(data, sub_positions)
     own = frozenset(t.name for t in workflow.tasks)
-    return Included(data, sub_positions, workflow, target.parent, own, height)
+    return Included(
+        data=data,
+        positions=sub_positions,
+        workflow=workflow,
+        folder=target.parent,
+        own=own,
+        height=height,
+    )
 
 
 def _renamed(name: str, task: dict[str, Any], own: frozenset[str]) -> dict[str, Any]:

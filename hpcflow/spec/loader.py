@@ -63,7 +63,18 @@ def load_workflow(path: str | FsPath, ready: frozenset[str] = frozenset()) -> Lo
     try:
         text = read_capped(source, "a workflow file")
     except InputTooLarge as exc:
-        raise SpecError([SpecProblem(str(path), None, None, "", str(exc), exc.hint)]) from None
+        raise SpecError(
+            [
+                SpecProblem(
+                    file=str(path),
+                    line=None,
+                    column=None,
+                    where="",
+                    message=str(exc),
+                    hint=exc.hint,
+                )
+            ]
+        ) from None
     except FileNotFoundError:
         raise SpecError([SpecProblem(str(path), None, None, "", "no such file")]) from None
     except IsADirectoryError:
@@ -109,7 +120,15 @@ def parse_workflow(
     if problems:
         raise SpecError(problems)
     _check_size(workflow, sweeps, positions)
-    return LoadedWorkflow(workflow, positions, source, text, sweeps, reader.read, includes.read)
+    return LoadedWorkflow(
+        workflow=workflow,
+        positions=positions,
+        source=source,
+        text=text,
+        sweeps=sweeps,
+        sources=reader.read,
+        included=includes.read,
+    )
 
 
 # -- whole-document checks ------------------------------------------------------------------

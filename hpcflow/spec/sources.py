@@ -380,9 +380,15 @@ def _header_names(names: list[str], file: str, line: int, problems: list[SpecPro
     for name in names:
         if not _NAME.fullmatch(name):
             problems.append(
-                SpecProblem(file, line, None, "header", f"column {name!r} cannot be a parameter "
-                            "name", "name columns with letters, digits and _")
-            )  # fmt: skip
+                SpecProblem(
+                    file=file,
+                    line=line,
+                    column=None,
+                    where="header",
+                    message=f"column {name!r} cannot be a parameter name",
+                    hint="name columns with letters, digits and _",
+                )
+            )
             ok = False
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(SpecProblem(file, line, None, "header", f"column {name!r} twice"))
@@ -415,11 +421,14 @@ def _delimited(
             if len(fields) != len(names):
                 problems.append(
                     SpecProblem(
-                        file, reader.line_num, None, f"row {len(rows) + 1}",
-                        f"has {len(fields)} fields, the header has {len(names)}",
-                        f"the row: {delimiter.join(fields)[:120]!r}",
+                        file=file,
+                        line=reader.line_num,
+                        column=None,
+                        where=f"row {len(rows) + 1}",
+                        message=f"has {len(fields)} fields, the header has {len(names)}",
+                        hint=f"the row: {delimiter.join(fields)[:120]!r}",
                     )
-                )  # fmt: skip
+                )
                 return None
             rows.append(tuple(fields))
     except csv.Error as exc:

@@ -99,7 +99,14 @@ class Positions:
     ) -> SpecProblem:
         file, (line, column) = self._find(path, key)
         _, shown = self.origin(path)
-        return SpecProblem(file, line, column, format_path(shown), message, hint)
+        return SpecProblem(
+            file=file,
+            line=line,
+            column=column,
+            where=format_path(shown),
+            message=message,
+            hint=hint,
+        )
 
 
 def format_path(path: Path) -> str:
@@ -170,14 +177,15 @@ def _load(text: str, file: str, loader_class: Any) -> tuple[Any, Positions]:
         raise SpecError(
             [
                 SpecProblem(
-                    file,
-                    bad_line,
-                    bad_col,
-                    "",
-                    f"character U+{code:04X} is not allowed in a YAML file"
+                    file=file,
+                    line=bad_line,
+                    column=bad_col,
+                    where="",
+                    message=f"character U+{code:04X} is not allowed in a YAML file"
                     if code is not None
                     else f"cannot read YAML: {exc.reason}",
-                    f'remove it, or write it as an escape inside double quotes ("\\x{code:02x}")'
+                    hint="remove it, or write it as an escape inside double quotes"
+                    f' ("\\x{code:02x}")'
                     if code is not None and code < 256
                     else "remove it",
                 )
@@ -203,7 +211,16 @@ def _load(text: str, file: str, loader_class: Any) -> tuple[Any, Positions]:
                     'e.g. ["out_{i}.txt"]'
                 )
             raise SpecError(
-                [SpecProblem(file, line, col, "", f"YAML syntax error: {problem}", hint)]
+                [
+                    SpecProblem(
+                        file=file,
+                        line=line,
+                        column=col,
+                        where="",
+                        message=f"YAML syntax error: {problem}",
+                        hint=hint,
+                    )
+                ]
             ) from None
         except yaml.YAMLError as exc:
             raise SpecError(
@@ -245,12 +262,13 @@ def _convert(
             line, col = _mark(node)
             problems.append(
                 SpecProblem(
-                    positions.file,
-                    line,
-                    col,
-                    format_path(path),
-                    f"document too large (over {_MAX_VALUES:,} values once aliases are expanded)",
-                    "avoid repeating large anchors (*alias) inside each other",
+                    file=positions.file,
+                    line=line,
+                    column=col,
+                    where=format_path(path),
+                    message=f"document too large (over {_MAX_VALUES:,} values once aliases are"
+                    " expanded)",
+                    hint="avoid repeating large anchors (*alias) inside each other",
                 )
             )
         return None
@@ -270,12 +288,12 @@ def _convert(
                 line, col = _mark(key_node)
                 problems.append(
                     SpecProblem(
-                        positions.file,
-                        line,
-                        col,
-                        format_path(path),
-                        "YAML merge keys ('<<') are not supported",
-                        "write the keys out, or use 'defaults:'",
+                        file=positions.file,
+                        line=line,
+                        column=col,
+                        where=format_path(path),
+                        message="YAML merge keys ('<<') are not supported",
+                        hint="write the keys out, or use 'defaults:'",
                     )
                 )
                 continue
@@ -286,12 +304,12 @@ def _convert(
                 line, col = _mark(key_node)
                 problems.append(
                     SpecProblem(
-                        positions.file,
-                        line,
-                        col,
-                        format_path(child),
-                        f"duplicate key {key!r}",
-                        f"first defined on line {positions.keys[child][0]}",
+                        file=positions.file,
+                        line=line,
+                        column=col,
+                        where=format_path(child),
+                        message=f"duplicate key {key!r}",
+                        hint=f"first defined on line {positions.keys[child][0]}",
                     )
                 )
                 continue
@@ -316,12 +334,12 @@ def _convert(
         line, col = _mark(node)
         problems.append(
             SpecProblem(
-                positions.file,
-                line,
-                col,
-                format_path(path),
-                f"cannot read {node.value!r} as {tag}",
-                "remove the tag, or quote the value to keep it as text",
+                file=positions.file,
+                line=line,
+                column=col,
+                where=format_path(path),
+                message=f"cannot read {node.value!r} as {tag}",
+                hint="remove the tag, or quote the value to keep it as text",
             )
         )
         return None

@@ -41,13 +41,15 @@ class RunLock:
         ask: ls.AllocationsLive | None = None,
         period: float = ls.LEASE_PERIOD,
         ttl: float = ls.LEASE_TTL,
+        on_lost: Callable[[str], None] | None = None,
     ) -> None:
         self.path = path.with_suffix(".lease")
         self.ask = ask
         self.period = period
         self.ttl = ttl
         #: Called (from the renewal thread) when another run took the lease: stop driving.
-        self.on_lost: Callable[[str], None] | None = None
+        #: (A run that learns its folder later sets it then: ``lease_lost(paths)``.)
+        self.on_lost = on_lost
         self._record: ls.LeaseRecord | None = None
         self._kept = False  # handed to the driver of an allocation: leave the file
         self._stop = threading.Event()

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -114,6 +114,10 @@ _SELECT_TASKS = (
     "SELECT idx, id, name, slug, deps, state, attempts, exit_code, started, ended, "
     "peak_rss, host, message FROM tasks"
 )
+#: The columns of an attempt (:func:`_attempt_record`) and of its values
+#: (:func:`_value_row`), in their order.
+_ATTEMPT_COLUMNS = "task_idx, attempt, state, exit_code, started, ended, peak_rss, host, message"
+_VALUE_COLUMNS = "task_idx, attempt, type, nbytes, received, moved"
 
 #: Task states (:class:`TaskState`), by their short names.
 PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED, SKIPPED, CACHED = (
@@ -129,13 +133,13 @@ INTERRUPTED = TaskState.INTERRUPTED
 FINAL_STATES = frozenset(state for state in TaskState if state.final)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AttemptRecord:
     """The outcome of one attempt, as stored."""
 
     task_idx: int
     attempt: int
-    state: str
+    state: TaskState
     exit_code: int | None
     started: float | None
     ended: float | None
@@ -146,7 +150,7 @@ class AttemptRecord:
     values: ValueRow | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ValueRow:
     """What the values of one attempt weighed (``from:``): the value it returned (type
     name and bytes, when known), the bytes it received, and how many of those another
@@ -160,7 +164,7 @@ class ValueRow:
     moved: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AllocationRow:
     """One batch job of a run."""
 
@@ -180,14 +184,14 @@ class AllocationRow:
     pool: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TaskRow:
     idx: int
     id: str
     name: str
     slug: str
     deps: list[int]
-    state: str
+    state: TaskState
     attempts: int
     exit_code: int | None
     started: float | None
@@ -195,6 +199,66 @@ class TaskRow:
     peak_rss: int | None
     host: str | None
     message: str | None
+
+
+def _task_row(r: Sequence[Any]) -> TaskRow:
+    """A row of :data:`_SELECT_TASKS` as its record."""
+    return TaskRow(
+        idx=r[0],
+        id=r[1],
+        name=r[2],
+        slug=r[3],
+        deps=json.loads(r[4]),
+        state=TaskState(r[5]),
+        attempts=r[6],
+        exit_code=r[7],
+        started=r[8],
+        ended=r[9],
+        peak_rss=r[10],
+        host=r[11],
+        message=r[12],
+    )
+
+
+def _attempt_record(r: Sequence[Any]) -> AttemptRecord:
+    """A row of :data:`_ATTEMPT_COLUMNS` as its record."""
+    return AttemptRecord(
+        task_idx=r[0],
+        attempt=r[1],
+        state=TaskState(r[2]),
+        exit_code=r[3],
+        started=r[4],
+        ended=r[5],
+        peak_rss=r[6],
+        host=r[7],
+        message=r[8],
+    )
+
+
+def _value_row(r: Sequence[Any]) -> ValueRow:
+    """A row of :data:`_VALUE_COLUMNS` as its record."""
+    return ValueRow(task_idx=r[0], attempt=r[1], type=r[2], nbytes=r[3], received=r[4], moved=r[5])
+
+
+def _allocation_row(r: Sequence[Any]) -> AllocationRow:
+    """A row of ``allocations`` (all its columns, in the table's order) as its record.
+
+    Read with ``SELECT *``: a run recorded before pools existed has no ``pool`` column
+    (its readers do not migrate it), and its rows end before it."""
+    return AllocationRow(
+        native_id=r[0],
+        number=r[1],
+        backend=r[2],
+        state=r[3],
+        native_state=r[4],
+        reason=r[5],
+        submitted=r[6],
+        updated=r[7],
+        script=r[8],
+        stdout=r[9],
+        stderr=r[10],
+        pool=r[11] if len(r) > 11 else None,
+    )
 
 
 #: Run statuses after which the driver writes nothing more.
@@ -408,7 +472,7 @@ class StateDB:
         )
 
     def record_attempts(
-        self, records: Sequence[AttemptRecord], task_states: dict[int, str]
+        self, records: Sequence[AttemptRecord], task_states: Mapping[int, str]
     ) -> None:
         """Store finished attempts and each task's new state (in the same commit)."""
         values = [r.values for r in records if r.values is not None]
@@ -501,10 +565,8 @@ class StateDB:
         """The run's batch jobs, as the submitting side last saw them (readers only)."""
         if not self._submit():
             return []
-        return [
-            AllocationRow(*r)
-            for r in self._rows("SELECT * FROM submit.allocations ORDER BY number")
-        ]
+        query = "SELECT * FROM submit.allocations ORDER BY number"
+        return [_allocation_row(r) for r in self._rows(query)]
 
     def tasks(self, *, states: Sequence[str] = (), idx: int | None = None) -> list[TaskRow]:
         """Tasks in index order; only those in ``states`` / with index ``idx`` if given."""
@@ -524,10 +586,7 @@ class StateDB:
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         # Only fixed column names and placeholders are spliced in; values are parameters.
         query = f"{_SELECT_TASKS}{where} ORDER BY idx"  # noqa: S608
-        rows = [
-            TaskRow(r[0], r[1], r[2], r[3], json.loads(r[4]), *r[5:])
-            for r in self._rows(query, params)
-        ]
+        rows = [_task_row(r) for r in self._rows(query, params)]
         if ended is None:
             return rows
         out = []
@@ -539,8 +598,8 @@ class StateDB:
         return out
 
     def attempts(self, task_idx: int) -> list[AttemptRecord]:
-        rows = self._rows("SELECT * FROM attempts WHERE task_idx = ? ORDER BY attempt", (task_idx,))
-        return [AttemptRecord(*r) for r in rows]
+        query = f"SELECT {_ATTEMPT_COLUMNS} FROM attempts WHERE task_idx = ? ORDER BY attempt"  # noqa: S608
+        return [_attempt_record(r) for r in self._rows(query, (task_idx,))]
 
     def value_rows(self) -> list[ValueRow]:
         """What each attempt's values weighed (empty for a run made before hpcflow kept
@@ -548,7 +607,8 @@ class StateDB:
         known = self._rows("SELECT name FROM sqlite_master WHERE name = 'attempt_values'")
         if not known:
             return []
-        return [ValueRow(*r) for r in self._rows("SELECT * FROM attempt_values")]
+        query = f"SELECT {_VALUE_COLUMNS} FROM attempt_values"  # noqa: S608
+        return [_value_row(r) for r in self._rows(query)]
 
     def interrupted_last(self) -> set[int]:
         """Tasks whose latest attempt its checkpoint signal interrupted."""
@@ -561,10 +621,11 @@ class StateDB:
 
     def all_attempts(self) -> list[AttemptRecord]:
         """Every attempt of the run, in start order (for reports and timelines)."""
-        rows = self._rows(
-            "SELECT * FROM attempts ORDER BY started IS NULL, started, task_idx, attempt"
+        query = (
+            f"SELECT {_ATTEMPT_COLUMNS} FROM attempts"  # noqa: S608
+            " ORDER BY started IS NULL, started, task_idx, attempt"
         )
-        return [AttemptRecord(*r) for r in rows]
+        return [_attempt_record(r) for r in self._rows(query)]
 
     def task_ids(self) -> list[tuple[str, str]]:
         """Each task's (id, name), in index order."""
@@ -647,4 +708,5 @@ class SubmitDB(BatchedWriter):
         return _meta_rows(self.read("SELECT key, value FROM meta"))
 
     def allocations(self) -> list[AllocationRow]:
-        return [AllocationRow(*r) for r in self.read("SELECT * FROM allocations ORDER BY number")]
+        rows = self.read("SELECT * FROM allocations ORDER BY number")
+        return [_allocation_row(r) for r in rows]

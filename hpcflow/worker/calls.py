@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hpcflow.store.states import TaskState
+
 if TYPE_CHECKING:  # the state database is the driver's; workers never load it
     from hpcflow.store.statedb import AttemptRecord
 
@@ -78,7 +80,7 @@ class TaskCall:
     confine: tuple[str, ...] = ()
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class ValueStats:
     """What the values of one python attempt weighed (``from:``): the value it returned
     (its type and size, when known) and the values it received, with how many of those
@@ -90,13 +92,13 @@ class ValueStats:
     moved: int = 0
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class Outcome:
     """What happened to one attempt."""
 
     index: int
     attempt: int
-    state: str  # succeeded | failed | cancelled
+    state: TaskState  # succeeded | failed | cancelled | interrupted
     exit_code: int | None
     started: float
     ended: float
@@ -108,10 +110,32 @@ class Outcome:
     values: ValueStats | None = None
 
     @classmethod
+    def failed(
+        cls, call: TaskCall, ended: float, message: str, *, started: float | None = None
+    ) -> Outcome:
+        """The outcome of ``call`` failed at ``ended`` without an exit code (it could not
+        start, or what ran it was lost), started at ``started`` (else at ``ended``)."""
+        return cls(
+            index=call.index,
+            attempt=call.attempt,
+            state=TaskState.FAILED,
+            exit_code=None,
+            started=ended if started is None else started,
+            ended=ended,
+            message=message,
+        )
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
         """The outcome ``dataclasses.asdict`` made ``data`` of (a job's outcome file)."""
         values = data.get("values")
-        return cls(**{**data, "values": None if values is None else ValueStats(**values)})
+        return cls(
+            **{
+                **data,
+                "state": TaskState(data["state"]),
+                "values": None if values is None else ValueStats(**values),
+            }
+        )
 
     def record(self, task_idx: int | None = None) -> AttemptRecord:
         """This outcome as the state database stores it."""
@@ -120,16 +144,23 @@ class Outcome:
         idx = self.index if task_idx is None else task_idx
         v = self.values
         return AttemptRecord(
-            idx,
-            self.attempt,
-            self.state,
-            self.exit_code,
-            self.started,
-            self.ended,
-            self.peak_rss,
-            self.host,
-            self.message,
-            None
+            task_idx=idx,
+            attempt=self.attempt,
+            state=self.state,
+            exit_code=self.exit_code,
+            started=self.started,
+            ended=self.ended,
+            peak_rss=self.peak_rss,
+            host=self.host,
+            message=self.message,
+            values=None
             if v is None
-            else ValueRow(idx, self.attempt, v.type, v.nbytes, v.received, v.moved),
+            else ValueRow(
+                task_idx=idx,
+                attempt=self.attempt,
+                type=v.type,
+                nbytes=v.nbytes,
+                received=v.received,
+                moved=v.moved,
+            ),
         )

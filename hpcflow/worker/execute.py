@@ -49,12 +49,12 @@ _HOST = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 def cancelled(call: TaskCall, started: float) -> Outcome:
     """The outcome of a call the run's cancel stopped (or never started)."""
     return Outcome(
-        call.index,
-        call.attempt,
-        TaskState.CANCELLED,
-        None,
-        started,
-        time.time(),
+        index=call.index,
+        attempt=call.attempt,
+        state=TaskState.CANCELLED,
+        exit_code=None,
+        started=started,
+        ended=time.time(),
         host=_HOST,
         message="run cancelled",
     )
@@ -121,17 +121,17 @@ def conclude_call(
             "exited 0 but did not create: " + ", ".join(missing[:5]),
         )
     outcome = Outcome(
-        call.index,
-        call.attempt,
-        TaskState.SUCCEEDED,
-        0,
-        started,
-        ended if ended is not None else time.time(),
-        peak,
-        _HOST,
-        None,
-        inputs_sig,
-        outputs_sig,
+        index=call.index,
+        attempt=call.attempt,
+        state=TaskState.SUCCEEDED,
+        exit_code=0,
+        started=started,
+        ended=ended if ended is not None else time.time(),
+        peak_rss=peak,
+        host=_HOST,
+        message=None,
+        inputs_sig=inputs_sig,
+        outputs_sig=outputs_sig,
     )
     note_success(call, outcome)
     return outcome
@@ -238,14 +238,22 @@ def _attempt(
 def _finish(
     call: TaskCall,
     started: float,
-    state: str,
+    state: TaskState,
     exit_code: int | None,
     peak: int | None,
     message: str | None,
 ) -> Outcome:
     quarantine_outputs(call)
     return Outcome(
-        call.index, call.attempt, state, exit_code, started, time.time(), peak, _HOST, message
+        index=call.index,
+        attempt=call.attempt,
+        state=state,
+        exit_code=exit_code,
+        started=started,
+        ended=time.time(),
+        peak_rss=peak,
+        host=_HOST,
+        message=message,
     )
 
 

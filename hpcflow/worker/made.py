@@ -71,10 +71,10 @@ def run_made(call: TaskCall, received: Received) -> Made:
         return None, outcome
     known = not child or call.value_out != ""  # a child's value is known by its file
     outcome.values = ValueStats(
-        type_name(value) if known else None,
-        size_of(value) if known else None,
-        sum(size_of(v) for v in values.values()),
-        _moved(),
+        type=type_name(value) if known else None,
+        nbytes=size_of(value) if known else None,
+        received=sum(size_of(v) for v in values.values()),
+        moved=_moved(),
     )
     if later:
         save_later(later, value, worker_key(call.value_key))

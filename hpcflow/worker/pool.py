@@ -30,7 +30,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor
 from typing import Any
 
-from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.chunk import run_chunk
 from hpcflow.worker.groups import LIVE, kill_running
@@ -292,10 +291,7 @@ class PoolClient:
                 outcomes.extend(run_chunk(there))  # LIVE.cancelled: all come back cancelled
             except WorkerLost as exc:  # the commands' outcomes stand
                 now, why = time.time(), f"worker lost: {exc}"
-                outcomes.extend(
-                    Outcome(c.index, c.attempt, TaskState.FAILED, None, now, now, message=why)
-                    for c in there
-                )
+                outcomes.extend(Outcome.failed(c, now, why) for c in there)
         order = {c.index: k for k, c in enumerate(calls)}
         return sorted(outcomes, key=lambda o: order[o.index])
 

@@ -25,7 +25,6 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from hpcflow.store.states import TaskState
 from hpcflow.worker.calls import Outcome, TaskCall
 from hpcflow.worker.execute import cancelled, conclude_call, prepare_call
 from hpcflow.worker.groups import LIVE
@@ -86,10 +85,7 @@ def run_batch(calls: list[TaskCall]) -> list[Outcome]:
             inputs_sig, failed = prepare_call(call)
         except OSError as exc:
             now = time.time()
-            outcomes.append(
-                Outcome(call.index, call.attempt, TaskState.FAILED, None, now, now,
-                        message=f"cannot start: {exc}")
-            )  # fmt: skip
+            outcomes.append(Outcome.failed(call, now, f"cannot start: {exc}"))
             continue
         if failed is not None:
             outcomes.append(failed)
@@ -111,12 +107,7 @@ def _run_group(group: list[TaskCall], signatures: dict[int, dict[str, list[int]]
         shell = SHELLS.acquire()
     except OSError as exc:
         now = time.time()
-        return [
-            Outcome(
-                c.index, c.attempt, TaskState.FAILED, None, now, now, message=f"cannot start: {exc}"
-            )
-            for c in group
-        ]
+        return [Outcome.failed(c, now, f"cannot start: {exc}") for c in group]
     healthy = False
     concluded: dict[int, Outcome] = {}
     started: dict[int, float] = {}
@@ -161,7 +152,6 @@ def _outcome(
 
 def _lost(call: TaskCall, started: float) -> Outcome:
     now = time.time()
-    return Outcome(
-        call.index, call.attempt, TaskState.FAILED, None, started, now,
-        message="the shell running this task ended before it did",
-    )  # fmt: skip
+    return Outcome.failed(
+        call, now, "the shell running this task ended before it did", started=started
+    )

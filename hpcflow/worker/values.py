@@ -68,9 +68,9 @@ def file_stats(call: TaskCall, value: Any, ran_here: bool) -> ValueStats:
     paths = {path for _, sources in (call.values_in or {}).values() for _, path in sources}
     received = sum(_file_size(path) for path in paths)
     if ran_here:
-        return ValueStats(type_name(value), size_of(value), received)
+        return ValueStats(type=type_name(value), nbytes=size_of(value), received=received)
     made = _file_size(call.value_out) if call.value_out else 0
-    return ValueStats(None, made or None, received)
+    return ValueStats(type=None, nbytes=made or None, received=received)
 
 
 def _file_size(path: str) -> int:

@@ -27,7 +27,16 @@ def task(name: str, i: int, attempt: int = 1):
 
 
 def outcome(state: str, exit_code: int = 0) -> Outcome:
-    return Outcome(99, 7, state, exit_code, 1.0, 2.0, host="n1", message=None)
+    return Outcome(
+        index=99,
+        attempt=7,
+        state=state,
+        exit_code=exit_code,
+        started=1.0,
+        ended=2.0,
+        host="n1",
+        message=None,
+    )
 
 
 def test_a_run_is_registered_with_its_meta_data(tmp_path: Path):

@@ -50,7 +50,16 @@ def test_pilot_mode_flags_override_the_profile(tmp_path: Path):
 
 def test_a_failure_message_names_what_happened_and_both_logs():
     task = task_for_job(JobRequest(name="bad", jobid=3, wildcards=(("x", "1"),), attempt=2))
-    outcome = Outcome(0, 2, "failed", 3, 0.0, 1.0, host="n1", message="exited with 3")
+    outcome = Outcome(
+        index=0,
+        attempt=2,
+        state="failed",
+        exit_code=3,
+        started=0.0,
+        ended=1.0,
+        host="n1",
+        message="exited with 3",
+    )
     text = failure_message(task, "/r/tasks/s/2.out", "/r/tasks/s/2.err", outcome)
     assert "bad[x=1] (attempt 2) failed: exited with 3 on n1" in text
     assert "/r/tasks/s/2.out" in text and "/r/tasks/s/2.err" in text

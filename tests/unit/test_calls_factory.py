@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 from hpcflow.dag import build_graph
-from hpcflow.engine.calls_factory import CallFactory
+from hpcflow.engine.calls_factory import CallFactory, TaskLaunch
 from hpcflow.spec import parse_workflow
 from hpcflow.store.paths import RunPaths
 
@@ -29,11 +29,13 @@ def test_fingerprints_do_not_depend_on_a_call_having_been_made(tmp_path: Path) -
         parse_workflow(textwrap.dedent(WF).lstrip(), str(tmp_path / "workflow.yaml")),
         check_files=False,
     )
-    fresh = CallFactory(graph, RunPaths(tmp_path / "run"), mpi_launcher="mpirun")
+    fresh = CallFactory(graph, RunPaths(tmp_path / "run"), launch=TaskLaunch(mpi_launcher="mpirun"))
     expected = [fresh.fingerprint(inst) for inst in graph.instances]
     assert len(set(expected)) == len(expected)
 
-    factory = CallFactory(graph, RunPaths(tmp_path / "run"), mpi_launcher="mpirun")
+    factory = CallFactory(
+        graph, RunPaths(tmp_path / "run"), launch=TaskLaunch(mpi_launcher="mpirun")
+    )
     calls = [factory.call(inst, 1) for inst in graph.instances]
     assert calls[0].env and calls[0].env["HPCFLOW_RANKS"] == "2"  # the call's own env...
     assert [factory.fingerprint(inst) for inst in graph.instances] == expected  # ...not hashed
@@ -73,9 +75,11 @@ def test_an_mpi_task_that_fits_one_worker_starts_on_its_node_and_holds_its_ranks
     factory = CallFactory(
         graph,
         RunPaths(tmp_path / "run"),
-        mpi_launcher="srun",
-        local_mpi_launch=["mpirun", "--mca", "plm", "isolated"],
-        local_mpi_ranks=2,
+        launch=TaskLaunch(
+            mpi_launcher="srun",
+            local_mpi_launch=["mpirun", "--mca", "plm", "isolated"],
+            local_mpi_ranks=2,
+        ),
     )
     small, wide, spread = graph.instances
     assert factory.call(small, 1).argv == ["mpirun", "--mca", "plm", "isolated", "-n", "2",
@@ -85,7 +89,7 @@ def test_an_mpi_task_that_fits_one_worker_starts_on_its_node_and_holds_its_ranks
     held = [factory.held_cpus(graph.template(inst).resources) for inst in graph.instances]
     assert held == [2, 1, 1]
     # Without the setting: every MPI task is a step.
-    plain = CallFactory(graph, RunPaths(tmp_path / "run"), mpi_launcher="srun")
+    plain = CallFactory(graph, RunPaths(tmp_path / "run"), launch=TaskLaunch(mpi_launcher="srun"))
     assert plain.call(small, 1).argv[0] == "srun"
     assert plain.held_cpus(graph.template(small).resources) == 1
 

@@ -65,7 +65,9 @@ def test_an_interrupted_attempt_leaves_its_task_pending_without_a_retry(tmp_path
     assert template.checkpoint is not None
     assert (template.checkpoint.signal, template.checkpoint.before) == ("SIGUSR2", 120.0)
     ledger = OutcomeLedger(prepared.graph, prepared.factory, None, prepared.memo, "r")  # type: ignore[arg-type]
-    out = Outcome(0, 1, TaskState.INTERRUPTED, 3, 0.0, 1.0)
+    out = Outcome(
+        index=0, attempt=1, state=TaskState.INTERRUPTED, exit_code=3, started=0.0, ended=1.0
+    )
     # No retries allowed (the default): an interrupted attempt still is not a failure.
     assert ledger.state_after(out) == TaskState.PENDING
     prepared.memo.close()

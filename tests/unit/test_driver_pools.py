@@ -87,7 +87,7 @@ def test_a_pool_without_workers_does_not_hold_back_another(tmp_path, monkeypatch
                 client.sync(pool_b_arrives)
 
         with RunLife(prepared, options) as life:
-            life.create()
+            prepared = life.create()
             watcher = threading.Thread(target=watch, daemon=True)
             watcher.start()
             summary = drive(prepared, life.db, life.run_id, client, 1, pools=pools)

@@ -341,8 +341,20 @@ def test_a_pool_allocation_cancelled_at_a_continuation_or_the_end_is_recorded_en
     now = two_pools.now
 
     def row(native_id: str, number: int) -> AllocationRow:
-        return AllocationRow(native_id, number, "slurm", "pending", None, None, 0.0, None,
-                             "s", "o", "e", "gpu")  # fmt: skip
+        return AllocationRow(
+            native_id=native_id,
+            number=number,
+            backend="slurm",
+            state="pending",
+            native_state=None,
+            reason=None,
+            submitted=0.0,
+            updated=None,
+            script="s",
+            stdout="o",
+            stderr="e",
+            pool="gpu",
+        )
 
     class Batch:
         """Each allocation runs until cancelled, then is CANCELLED one poll later."""

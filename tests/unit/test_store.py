@@ -98,8 +98,20 @@ def test_allocations_recorded_before_pools_existed_still_read_and_take_pools(tmp
     with st.StateDB(paths.state_db, readonly=True) as reader:
         assert [(a.native_id, a.pool) for a in reader.allocations()] == [("7", None)]
     with st.SubmitDB(paths.submit_db) as submit:
-        row = st.AllocationRow("8", 2, "slurm", "queued", None, None, 2.0, None,
-                               "s2.sh", "o2", "e2", "gpu")  # fmt: skip
+        row = st.AllocationRow(
+            native_id="8",
+            number=2,
+            backend="slurm",
+            state="queued",
+            native_state=None,
+            reason=None,
+            submitted=2.0,
+            updated=None,
+            script="s2.sh",
+            stdout="o2",
+            stderr="e2",
+            pool="gpu",
+        )
         submit.add_allocation(row)
         assert [(a.native_id, a.pool) for a in submit.allocations()] == [("7", None), ("8", "gpu")]
 
@@ -108,13 +120,36 @@ def test_readers_join_the_submitting_sides_verdict(tmp_path):
     paths, db = _run(tmp_path)
     db.start_attempts([(0, 1), (1, 1)])
     db.record_attempts(
-        [st.AttemptRecord(0, 1, st.SUCCEEDED, 0, 1.0, 2.0, None, "n1", None)],
+        [
+            st.AttemptRecord(
+                task_idx=0,
+                attempt=1,
+                state=st.SUCCEEDED,
+                exit_code=0,
+                started=1.0,
+                ended=2.0,
+                peak_rss=None,
+                host="n1",
+                message=None,
+            )
+        ],
         {0: st.SUCCEEDED},
     )
     db.close()
     with st.SubmitDB(paths.submit_db) as submit:
-        row = st.AllocationRow("42", 1, "slurm", "running", "RUNNING", None, 1.0, None,
-                               "s.sh", "o", "e")  # fmt: skip
+        row = st.AllocationRow(
+            native_id="42",
+            number=1,
+            backend="slurm",
+            state="running",
+            native_state="RUNNING",
+            reason=None,
+            submitted=1.0,
+            updated=None,
+            script="s.sh",
+            stdout="o",
+            stderr="e",
+        )
         submit.add_allocation(row)
         submit.set_meta(status="submitted")
         with st.StateDB(paths.state_db, readonly=True) as reader:
@@ -232,9 +267,17 @@ def test_journaled_successes_are_folded_into_the_memo(tmp_path):
     for run_id, indices in (("r1", [0, 1]), ("r2", [2])):
         prefix = root.journal_prefix("wf", run_id)
         for i in indices:
-            ok = Outcome(i, 1, "succeeded", 0, 1.0, 2.0, outputs_sig={"o": [1, 2]})
+            ok = Outcome(
+                index=i,
+                attempt=1,
+                state="succeeded",
+                exit_code=0,
+                started=1.0,
+                ended=2.0,
+                outputs_sig={"o": [1, 2]},
+            )
             note_success(_call(tmp_path, i, prefix), ok)
-        failed = Outcome(9, 1, "failed", 1, 1.0, 2.0)
+        failed = Outcome(index=9, attempt=1, state="failed", exit_code=1, started=1.0, ended=2.0)
         note_success(_call(tmp_path, 9, prefix), failed)  # only successes are journaled
     close_journals()
     r1 = journal_file(root.journal_prefix("wf", "r1"))
@@ -256,7 +299,9 @@ def test_a_journal_that_cannot_be_written_does_not_fail_the_task(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")
     call = _call(tmp_path, 0, str(blocker / "journal" / "r1"))  # a folder under a file
-    note_success(call, Outcome(0, 1, "succeeded", 0, 1.0, 2.0))  # no exception
+    note_success(
+        call, Outcome(index=0, attempt=1, state="succeeded", exit_code=0, started=1.0, ended=2.0)
+    )  # no exception
 
 
 def test_a_pid_is_ours_only_on_this_machine_and_while_it_runs():
@@ -294,13 +339,18 @@ tasks:
 """,
     )
     prepared = prepare(wf, RunOptions())
-    run_id, paths, db = create_run(prepared, RunOptions())
+    prepared, run_id, paths, db = create_run(prepared, RunOptions())
     db.close()
     prepared.memo.close()
     prepared.lock.release()
     inst = prepared.graph.instances[1]
     call = prepared.factory.call(inst, 1)
-    note_success(call, Outcome(inst.index, 1, "succeeded", 0, 1.0, 2.0))
+    note_success(
+        call,
+        Outcome(
+            index=inst.index, attempt=1, state="succeeded", exit_code=0, started=1.0, ended=2.0
+        ),
+    )
     close_journals()
 
     again, db2, same_id = open_run(paths.run_dir)
@@ -372,7 +422,9 @@ def test_a_dry_run_memo_sees_the_file_and_the_journals_and_writes_neither(tmp_pa
     journals = tmp_path / "journal"
     call = task_call(tmp_path, 1, "true", task_id="b", fingerprint="fb")
     call.journal = str(journals / "run2")
-    note_success(call, Outcome(1, 1, "succeeded", 0, 0.0, 1.0))
+    note_success(
+        call, Outcome(index=1, attempt=1, state="succeeded", exit_code=0, started=0.0, ended=1.0)
+    )
     close_journals()
     before = {p: p.read_bytes() for p in [db, *journals.iterdir()]}
 

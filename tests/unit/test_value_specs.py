@@ -292,9 +292,10 @@ def test_a_consumer_that_runs_makes_producers_whose_value_is_gone_run_again():
 
 def test_a_consumer_reads_values_from_the_run_that_made_them(tmp_path):
     graph = graph_of(PIPELINE)
-    factory = CallFactory(graph, RunPaths(tmp_path / "r2"))
     index = {inst.id: inst.index for inst in graph.instances}
-    factory.value_runs[index["base"]] = RunPaths(tmp_path / "r1")
+    factory = CallFactory(
+        graph, RunPaths(tmp_path / "r2"), value_runs={index["base"]: RunPaths(tmp_path / "r1")}
+    )
     total = graph.instances[index["total"]]
     call = factory.call(total, 1)
     assert call.values_in is not None
@@ -360,9 +361,17 @@ def test_an_outcome_with_value_stats_survives_a_jobs_outcome_file():
 
     from hpcflow.worker.calls import Outcome, ValueStats
 
-    out = Outcome(3, 1, "succeeded", 0, 1.0, 2.0, values=ValueStats("numpy.ndarray", 80, 8, 0))
+    out = Outcome(
+        index=3,
+        attempt=1,
+        state="succeeded",
+        exit_code=0,
+        started=1.0,
+        ended=2.0,
+        values=ValueStats(type="numpy.ndarray", nbytes=80, received=8, moved=0),
+    )
     back = Outcome.from_dict(json.loads(json.dumps(dataclasses.asdict(out))))
     assert back == out
     assert back.record().values.nbytes == 80 and back.record().values.task_idx == 3
-    plain = Outcome(4, 1, "failed", 1, 1.0, 2.0)
+    plain = Outcome(index=4, attempt=1, state="failed", exit_code=1, started=1.0, ended=2.0)
     assert Outcome.from_dict(dataclasses.asdict(plain)) == plain
