@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from snakemake_interface_common.exceptions import WorkflowError
 from snakemake_interface_executor_plugins.executors.base import SubmittedJobInfo
+from snakemake_interface_executor_plugins.executors.real import RealExecutor
 from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 from snakemake_interface_executor_plugins.jobs import JobExecutorInterface
+from snakemake_interface_executor_plugins.settings import ExecMode
 
 from hpcflow.errors import HpcflowError
 from hpcflow.store.states import TaskState
@@ -125,12 +127,25 @@ class Executor(RemoteExecutor):
         super().__init__(workflow, logger)
 
     def __post_init__(self) -> None:
+        # What Snakemake took the plugin for in this run (common_settings, read before
+        # the executor exists): a local executor in local mode only.
+        local = bool(self.workflow.local_exec)
         settings = self.workflow.executor_settings
         self.settings: ExecutorSettings = (
             settings if isinstance(settings, ExecutorSettings) else ExecutorSettings()
         )
+        if self.settings.local_exec != local:
+            raise WorkflowError(
+                f"hpcflow's {self.settings.mode} mode"
+                f"{' with local_groups' if self.settings.local_groups else ''}, but Snakemake "
+                "prepared this run for "
+                f"{'a local' if local else 'a non-local'} executor: the ExecutorSettings made "
+                "last in this process decide which (settings.common_settings); make the run's "
+                "ExecutorSettings right before the run, and pass them"
+            )
         self.session: Session | None = None
         self._noted: set[tuple[str, str]] = set()
+        self._general: str | None = None
         # The futures live in this process: checking them is free, so check often.
         self.next_seconds_between_status_checks = self.settings.poll_interval
 
@@ -156,9 +171,13 @@ class Executor(RemoteExecutor):
 
     def run_job(self, job: JobExecutorInterface) -> None:
         """Translate ``job``, send its command to the cluster, and register the submission."""
+        from snakemake_executor_plugin_hpcflow import outputcache
         from snakemake_executor_plugin_hpcflow.calls import job_key
         from snakemake_executor_plugin_hpcflow.translate import task_for_job
 
+        cached = outputcache.kept_by_main(self.workflow, job)
+        if cached and self._fetched(job):
+            return
         session = self._session()
         try:
             task = task_for_job(
@@ -178,6 +197,10 @@ class Executor(RemoteExecutor):
             )
         self._note_placement(session, task)
         command = self.format_job_exec(job)
+        if cached:
+            stripped = outputcache.without_cache(command, self._general_args())
+            cached = stripped is not None
+            command = stripped or command
         call = session.call_for(task, command)
         warm = self._warm(session, task, command)
         row = session.record.started(task, *dag_links(self.workflow, job))
@@ -193,11 +216,38 @@ class Executor(RemoteExecutor):
                     "call": call,
                     "warm": warm,
                     "row": row,
+                    "cache": cached,
                     "stdout": call.stdout,
                     "stderr": call.stderr,
                 },
             )
         )
+
+    def _fetched(self, job: JobExecutorInterface) -> bool:
+        """Whether ``job``'s outputs came from the output cache (then it is done, as with
+        the local executor: nothing runs). A cache that cannot be read fails the job."""
+        from snakemake_executor_plugin_hpcflow import outputcache
+
+        try:
+            hit = outputcache.fetch(self.workflow, job)
+        except Exception as exc:
+            info = SubmittedJobInfo(job=job)
+            RealExecutor.report_job_submission(self, info)  # registered, never watched
+            self.report_job_error(info, msg=f"the output cache: {exc}")
+            return True
+        if hit:
+            info = SubmittedJobInfo(job=job)
+            RealExecutor.report_job_submission(self, info)
+            self.report_job_success(info)
+        return hit
+
+    def _general_args(self) -> str:
+        """Snakemake's general arguments of every job command (the same for each job)."""
+        if self._general is None:
+            self._general = self.workflow.spawned_job_args_factory.general_args(
+                executor_common_settings=self.common_settings
+            )
+        return self._general
 
     def _warm(self, session: Session, task: TaskRequest, command: str) -> JobCommand | None:
         """The job's command for a warm runner, or None: it runs as it is (said once
@@ -232,6 +282,18 @@ class Executor(RemoteExecutor):
                 f"cluster's batch jobs ({what} {actual or 'default'}). Use --hpcflow-{what} "
                 "to choose theirs."
             )
+
+    def get_exec_mode(self) -> ExecMode:
+        """How a job's own Snakemake runs: as the local executor's job processes
+        (``--mode subprocess``) where Snakemake takes the plugin for a local executor
+        (local mode), else as a remote job (``--mode remote``)."""
+        return ExecMode.SUBPROCESS if self.workflow.local_exec else ExecMode.REMOTE
+
+    @property
+    def job_specific_local_groupid(self) -> bool:
+        """Local mode passes the run's ``--local-groupid`` (``local``), as the local
+        executor does; a remote job gets its group's id."""
+        return not self.workflow.local_exec
 
     def get_job_args(self, job: JobExecutorInterface, **kwargs: Any) -> str:
         """Snakemake's per-job arguments without ``--unneeded-temp-files``: the job keeps
@@ -342,7 +404,11 @@ class Executor(RemoteExecutor):
         for job_info, outcome in finished:
             aux = job_info.aux or {}
             if outcome is not None and outcome.state == TaskState.SUCCEEDED:
-                self.report_job_success(job_info)
+                stored = await self._stored(job_info) if aux.get("cache") else None
+                if stored is None:
+                    self.report_job_success(job_info)
+                else:
+                    self.report_job_error(job_info, msg=stored)
                 continue
             keep_restored_updates(job_info.job, self.workflow)
             self.report_job_error(
@@ -357,6 +423,17 @@ class Executor(RemoteExecutor):
             )
         for job_info in running:
             yield job_info
+
+    async def _stored(self, job_info: SubmittedJobInfo) -> str | None:
+        """Store a finished job's outputs in the output cache, as the local executor does
+        after a job; what went wrong, or None."""
+        from snakemake_executor_plugin_hpcflow import outputcache
+
+        try:
+            await outputcache.store(job_info.job)
+        except Exception as exc:
+            return f"the output cache: {exc}"
+        return None
 
     def print_job_error(self, job_info: SubmittedJobInfo, msg: Any = None, **kwargs: Any) -> None:
         """Snakemake's error report, with the job's log files under ``log:``. A group job's

@@ -1,10 +1,12 @@
 """Snakemake's job command, read as the warm runner needs it: a pure parser.
 
-Snakemake hands a remote executor one shell command per job (``format_job_exec``)::
+Snakemake hands the plugin one shell command per job (``format_job_exec``)::
 
     [export VAR='value' ... &&] PYTHON -m snakemake --snakefile ... --target-jobs ...
         --allowed-rules ... --cores ... --attempt N ... --mode 'remote'
 
+(in local mode, a local executor to Snakemake, ``--mode 'subprocess' --local-groupid
+'local'``).
 That command is the contract: :func:`read_job_command` turns it into the argv Snakemake's
 own command line would parse (what ``bash`` would make of it), the environment it
 declares, and a *key*: the argv without the options that differ from job to job
@@ -17,7 +19,7 @@ command as it is (:class:`NotWarm`): a precommand (``--precommand``, sources dep
 before the job, plugins installed), a job prefix or suffix, shell syntax whose meaning
 depends on the shell (``$``, globs, ``~``, backquotes, operators other than the one
 ``&&`` after the declarations), or a command that is not ``-m snakemake ... --mode
-remote``. Standard library only: the worker side imports it too.
+remote`` or ``--mode subprocess``. Standard library only: the worker side imports it too.
 """
 
 from __future__ import annotations
@@ -92,8 +94,8 @@ def read_job_command(command: str, workdir: str) -> JobCommand:
     if len(argv) < 3 or argv[1:3] != ["-m", "snakemake"]:
         raise NotWarm("not 'PYTHON -m snakemake ...'")
     args = tuple(argv[3:])
-    if _option_values(args, "--mode") != ["remote"]:
-        raise NotWarm("not a job in Snakemake's remote mode")
+    if _option_values(args, "--mode") not in (["remote"], ["subprocess"]):
+        raise NotWarm("not a job in Snakemake's remote or subprocess mode")
     general = strip_per_job(args)
     digest = hashlib.sha256(
         json.dumps([argv[0], env, workdir, general], separators=(",", ":")).encode()

@@ -1,10 +1,11 @@
 """What the plugin amends in Snakemake's remote-job path, which drops or garbles things a
 job's result depends on (Snakemake 9.x, ``snakemake_interface_executor_plugins`` 9.x).
 
-A job runs as ``python -m snakemake --mode remote ...`` built by Snakemake's job-command
-builder (``format_job_exec``, ``general_args``); the main process then checks and cleans
-up after it. hpcflow's jobs always see the main process's files (its run directory is on
-the same file system), so the plugin can put back what that path loses:
+A job runs as ``python -m snakemake --mode remote ...`` (``--mode subprocess`` in local
+mode) built by Snakemake's job-command builder (``format_job_exec``, ``general_args``); the
+main process then checks and cleans up after it. hpcflow's jobs always see the main
+process's files (its run directory is on the same file system), so the plugin can put back
+what that path loses:
 
 - options the builder does not pass on or passes wrongly (:func:`job_command_extras`);
 - ``--unneeded-temp-files``, left out (:func:`without_option`) so that temp outputs are

@@ -2,11 +2,12 @@
 
 ``python -m snakemake_executor_plugin_hpcflow.warm_server FD`` is started by a worker
 (:mod:`snakemake_executor_plugin_hpcflow.warm`) with one end of a message socket as
-``FD``. Its first message is the argv of a job's command (``--mode remote``); the runner
-passes it to Snakemake's own command line (``snakemake.cli.parse_args`` and
-``args_to_api``), which builds the settings, parses the Snakefile and creates the DAG
-API exactly as ``python -m snakemake`` does. At the point where that process would
-execute its job (``DAGApi.execute_workflow``) the runner stops and serves instead:
+``FD``. Its first message is the argv of a job's command (``--mode remote`` or
+``subprocess``); the runner passes it to Snakemake's own command line
+(``snakemake.cli.parse_args`` and ``args_to_api``), which builds the settings, parses the
+Snakefile and creates the DAG API exactly as ``python -m snakemake`` does. At the point
+where that process would execute its job (``DAGApi.execute_workflow``) the runner stops
+and serves instead:
 
 - each job request must have the arguments the runner loaded, but for the per-job
   options (:data:`~snakemake_executor_plugin_hpcflow.jobcommand.PER_JOB_OPTIONS`, word

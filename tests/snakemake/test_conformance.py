@@ -38,14 +38,14 @@ FIXED = (
     "test_issue894",
     # an update() output's previous version kept after a failed job
     "test_update_flag_fail",
-)
-#: Differences the plugin cannot remove (docs/snakemake.md, "Snakemake's own tests").
-UPSTREAM_DIFFERENCES = (
-    "test_github_issue3913",
+    # local mode a local executor to Snakemake: no group jobs, --cores kept
     "test_groupid_expand_local",
-    "test_temp_checkpoint",
+    "test_github_issue3913",
+    # the output cache kept by the main process, as the local executor keeps it
     "test_output_file_cache",
 )
+#: Differences the plugin cannot remove (docs/snakemake.md, "Snakemake's own tests").
+UPSTREAM_DIFFERENCES = ("test_temp_checkpoint",)
 #: A sample of ordinary tests that must keep passing on both sides.
 SAMPLE = ("test01", "test05", "test_script_python", "test_shadow", "test_run_namedlist")
 

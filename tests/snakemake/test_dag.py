@@ -110,7 +110,10 @@ def test_deps_are_the_rows_of_upstream_jobs_that_ran(tmp_path: Path):
 def test_a_plugin_run_records_the_dag_and_its_report_draws_it(tmp_path: Path, snakemake, hpcflow):
     workdir = tmp_path / "wf"
     write_snakefile(workdir, SNAKEFILE)
-    args = ("--executor", "hpcflow", "--jobs", "4", "--group-components", "tally=3")
+    args = (
+        "--executor", "hpcflow", "--hpcflow-local-groups", "--jobs", "4",
+        "--group-components", "tally=3",
+    )  # fmt: skip
     result = snakemake(*args, cwd=workdir)
     assert result.returncode == 0, result.output
     (run_dir,) = run_dirs(workdir)

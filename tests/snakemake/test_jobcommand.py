@@ -33,6 +33,15 @@ def test_a_job_command_gives_its_interpreter_and_snakemake_argv():
     assert job.argv[-2:] == ("--mode", "remote")
 
 
+def test_a_job_command_of_snakemakes_subprocess_mode_is_read_too():
+    # Local mode: Snakemake takes the plugin for a local executor, whose job commands
+    # run `--mode subprocess` and pass the run's `--local-groupid`.
+    local = COMMAND.replace("--mode 'remote'", "--mode 'subprocess' --local-groupid 'local'")
+    job = read_job_command(local, "/w")
+    assert job.argv[-4:] == ("--mode", "subprocess", "--local-groupid", "local")
+    assert job.key != read_job_command(COMMAND, "/w").key
+
+
 def test_jobs_that_differ_only_in_per_job_options_share_a_key():
     one = read_job_command(COMMAND, "/w")
     other = read_job_command(
@@ -84,7 +93,7 @@ def test_quoting_is_read_as_bash_reads_it():
         (COMMAND.replace("'sq/29.txt'", "sq/*.txt"), "shell syntax"),
         (COMMAND.replace("'sq/29.txt'", "`date`"), "shell syntax"),
         (COMMAND + "; rm -rf x", "shell syntax"),
-        (COMMAND.replace("--mode 'remote'", "--mode 'subprocess'"), "remote mode"),
+        (COMMAND.replace("--mode 'remote'", "--mode 'default'"), "remote or subprocess mode"),
         (COMMAND.replace("-m snakemake", "-m other"), "-m snakemake"),
         ("export A='x' " + COMMAND, "without '&&'"),
         (COMMAND.replace("'conda'", "'conda"), "unterminated"),

@@ -27,7 +27,8 @@ def test_fanout_of_200_jobs_and_a_reduce(tmp_path: Path, snakemake):
     write_snakefile(tmp_path, fanout_snakefile(n))
     started = time.monotonic()
     result = snakemake(
-        "--executor", "hpcflow", "--jobs", "50", "--group-components", "fan=100",
+        "--executor", "hpcflow", "--hpcflow-local-groups", "--jobs", "50",
+        "--group-components", "fan=100",
         cwd=tmp_path,
     )  # fmt: skip
     elapsed = time.monotonic() - started
@@ -51,7 +52,9 @@ def test_a_failed_job_names_its_log_files_in_the_run_directory(tmp_path: Path, s
         'rule bad:\n    output: "out/{name}.txt"\n'
         '    shell: "echo about to fail >&2; exit 3"\n',
     )
-    result = snakemake("--executor", "hpcflow", "--jobs", "2", cwd=tmp_path)
+    result = snakemake(
+        "--executor", "hpcflow", "--hpcflow-local-groups", "--jobs", "2", cwd=tmp_path
+    )  # fmt: skip
     assert result.returncode != 0
     (run_dir,) = run_dirs(tmp_path)
     (task_dir,) = (run_dir / "tasks").iterdir()
@@ -86,6 +89,42 @@ def test_jobs_larger_than_the_worker_run_as_with_the_local_executor(tmp_path: Pa
     assert "plain Snakemake resource" in result.output
 
 
+#: Two grouped rules and what each job's own Snakemake was started as.
+GROUPED = (
+    'rule all:\n    input: "b.txt"\n'
+    'rule a:\n    output: "a.{groupid}.txt"\n    group: "g"\n'
+    "    shell: \"cat /proc/$PPID/cmdline | tr '\\\\0' ' ' > {output}\"\n"
+    "def a_out(wildcards, groupid):\n    return f'a.{groupid}.txt'\n"
+    'rule b:\n    input: a_out\n    output: "b.txt"\n    group: "g"\n'
+    '    shell: "cp {input} {output}"\n'
+)
+
+
+@pytest.mark.parametrize("groups", [False, True])
+def test_local_mode_runs_jobs_as_snakemakes_local_executor_unless_groups_are_asked_for(
+    tmp_path: Path, snakemake, groups
+):
+    """Local mode is a local executor to Snakemake: no group job (``{groupid}`` is
+    ``local``), each job its own hpcflow task, run as the local executor's job processes
+    (``--mode subprocess``), ``--cores`` as with the local executor (no ``--jobs``). With
+    ``--hpcflow-local-groups`` the group is one task of a remote job (``--mode remote``)."""
+    write_snakefile(tmp_path, GROUPED)
+    flags = ("--hpcflow-local-groups", "--jobs", "2") if groups else ("--cores", "2")
+    result = snakemake("--executor", "hpcflow", "--hpcflow-runner", "command", *flags, cwd=tmp_path)
+    assert result.returncode == 0, result.output[-4000:]
+    (made,) = tmp_path.glob("a.*.txt")
+    (run_dir,) = run_dirs(tmp_path)
+    tasks = sorted(p.name.split("-")[0] for p in (run_dir / "tasks").iterdir())
+    if groups:
+        assert made.name != "a.local.txt"
+        assert "--mode remote" in made.read_text()
+        assert len(tasks) == 1 and tasks[0].startswith("group_g")
+    else:
+        assert made.name == "a.local.txt"
+        assert "--mode subprocess" in made.read_text()
+        assert "--local-groupid local" in made.read_text()
+
+
 def test_a_failed_group_job_names_its_log_files(tmp_path: Path, snakemake):
     write_snakefile(
         tmp_path,
@@ -94,7 +133,9 @@ def test_a_failed_group_job_names_its_log_files(tmp_path: Path, snakemake):
         'rule b:\n    input: "a.txt"\n    output: "b.txt"\n    group: "g"\n'
         '    shell: "echo group member fails >&2; exit 3"\n',
     )
-    result = snakemake("--executor", "hpcflow", "--jobs", "2", cwd=tmp_path)
+    result = snakemake(
+        "--executor", "hpcflow", "--hpcflow-local-groups", "--jobs", "2", cwd=tmp_path
+    )  # fmt: skip
     assert result.returncode != 0
     (run_dir,) = run_dirs(tmp_path)
     (task_dir,) = (run_dir / "tasks").iterdir()

@@ -87,14 +87,23 @@ def test_job_commands_carry_replace_workflow_config():
     )
 
 
-def test_the_harness_swaps_a_shell_command_to_hpcflow():
+def test_the_harness_swaps_a_shell_command_to_hpcflow(monkeypatch):
+    # Local mode is a local executor to Snakemake: the test's own --cores hold.
+    monkeypatch.delenv("HPCFLOW_CONFORMANCE_MODE", raising=False)
     assert swap_shellcmd("snakemake -c20 --set-threads a=2", 4) == (
-        "snakemake --executor hpcflow --jobs 20 -c20 --set-threads a=2"
-    )
-    assert swap_shellcmd("snakemake -j 1 --config a=b", 4) == (
-        "snakemake --executor hpcflow --jobs 4 -j 1 --config a=b"
+        "snakemake --executor hpcflow -c20 --set-threads a=2"
     )
     assert swap_shellcmd("snakemake --executor slurm", 4) == "snakemake --executor slurm"
+    # A batch mode needs --jobs: the test's cores, else the harness's number.
+    monkeypatch.setenv("HPCFLOW_CONFORMANCE_MODE", "pilot")
+    monkeypatch.setenv("HPCFLOW_CONFORMANCE_PROFILE", "p")
+    pilot = "--executor hpcflow --hpcflow-mode pilot --hpcflow-profile p"
+    assert swap_shellcmd("snakemake -c20 --set-threads a=2", 4) == (
+        f"snakemake {pilot} --jobs 20 -c20 --set-threads a=2"
+    )
+    assert swap_shellcmd("snakemake -j 1 --config a=b", 4) == (
+        f"snakemake {pilot} --jobs 4 -j 1 --config a=b"
+    )
 
 
 def test_jobs_keep_their_temp_outputs_for_the_main_process_to_remove():

@@ -14,6 +14,7 @@ importlib.import_module("snakemake_interface_executor_plugins")
 from snakemake_interface_common.plugin_registry.tests import TestRegistryBase  # noqa: E402
 from snakemake_interface_executor_plugins.registry import ExecutorPluginRegistry  # noqa: E402
 
+import snakemake_executor_plugin_hpcflow  # noqa: E402
 from snakemake_executor_plugin_hpcflow import Executor, ExecutorSettings  # noqa: E402
 
 
@@ -22,7 +23,32 @@ def test_the_registry_lists_hpcflow():
     assert "hpcflow" in registry.plugins
     plugin = registry.get_plugin("hpcflow")
     assert plugin.executor is Executor
-    assert plugin.common_settings.non_local_exec
+
+
+@pytest.mark.parametrize(
+    ("flags", "local"),
+    [
+        ([], True),
+        (["--hpcflow-mode", "local"], True),
+        (["--hpcflow-local-groups"], False),
+        (["--hpcflow-mode", "pilot"], False),
+        (["--hpcflow-mode", "elastic"], False),
+    ],
+)
+def test_local_mode_is_a_local_executor_to_snakemake_and_the_batch_modes_are_not(flags, local):
+    """Snakemake's command line makes the plugin's settings (``get_settings``) before it
+    reads the plugin's ``common_settings`` (``args_to_api``, ``execute_workflow``): the
+    settings decide. Local mode is a local executor (groups inactive, ``--jobs`` taken as
+    ``--cores``, jobs as ``--mode subprocess``); pilot, elastic and local groups are not."""
+    from snakemake.cli import parse_args
+
+    plugin = ExecutorPluginRegistry().get_plugin("hpcflow")
+    for first in ([], ["--hpcflow-mode", "pilot"]):  # whatever a previous run left
+        plugin.get_settings(parse_args([*first, "--executor", "hpcflow", "--jobs", "2"])[1])
+        settings = plugin.get_settings(parse_args([*flags, "--executor", "hpcflow"])[1])
+        assert settings.local_exec is local
+        assert plugin.common_settings.local_exec is local
+        assert plugin.common_settings is snakemake_executor_plugin_hpcflow.common_settings
 
 
 class TestHpcflowRegistry(TestRegistryBase):
@@ -51,6 +77,7 @@ class TestHpcflowRegistry(TestRegistryBase):
         assert settings.account == "proj1"
         assert settings.poll_interval == 0.25
         assert settings.runner == "command"
+        assert settings.local_groups is True
 
     def get_example_args(self):
         return [
@@ -63,6 +90,7 @@ class TestHpcflowRegistry(TestRegistryBase):
             "--hpcflow-account", "proj1",
             "--hpcflow-poll-interval", "0.25",
             "--hpcflow-runner", "command",
+            "--hpcflow-local-groups",
         ]  # fmt: skip
 
 
@@ -86,6 +114,7 @@ def test_every_flag_has_help_text():
         "--hpcflow-account",
         "--hpcflow-poll-interval",
         "--hpcflow-runner",
+        "--hpcflow-local-groups",
     }
     assert all(text and len(text) > 20 for text in flags.values())
 

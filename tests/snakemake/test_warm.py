@@ -301,7 +301,8 @@ GROUPED = textwrap.dedent(
 def _run_group(work: Path, snakemake, group: str, size: int) -> dict[str, str]:
     """Run ``work``'s Snakefile with ``size`` jobs in one ``group`` job; who ran each."""
     result = snakemake(
-        "--executor", "hpcflow", "--jobs", "1", "--group-components", f"{group}={size}",
+        "--executor", "hpcflow", "--hpcflow-local-groups", "--jobs", "1",
+        "--group-components", f"{group}={size}",
         cwd=work,
     )  # fmt: skip
     assert result.returncode == 0, result.output[-4000:]

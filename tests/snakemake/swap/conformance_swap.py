@@ -34,17 +34,21 @@ def mode_args() -> tuple[str, str]:
 
 
 def swap_shellcmd(shellcmd: str, jobs: int) -> str:
-    """``snakemake ARGS`` → ``snakemake --executor hpcflow --jobs N ARGS``: N is the test's
-    ``--cores``/``-c`` (as many jobs at once as the local executor runs), else ``jobs``;
-    the test's own ``-j``/``--jobs``, later on the line, wins."""
+    """``snakemake ARGS`` → ``snakemake --executor hpcflow ARGS`` in local mode (a local
+    executor to Snakemake: the test's ``--cores`` hold as they are); in a batch mode
+    ``snakemake --executor hpcflow --hpcflow-mode M --hpcflow-profile P --jobs N ARGS``: N
+    is the test's ``--cores``/``-c`` (as many jobs at once as the local executor runs),
+    else ``jobs``; the test's own ``-j``/``--jobs``, later on the line, wins."""
     head, _, rest = shellcmd.partition(" ")
     if head != "snakemake" or "--executor" in rest:
         return shellcmd
+    mode, profile = mode_args()
+    if not profile:
+        return f"snakemake {SWAPPED} {rest}".rstrip()
     found = re.search(r"(?:--cores[ =]|-c ?)(\d+)\b", rest)
     if found:
         jobs = int(found.group(1))
-    mode, profile = mode_args()
-    flags = f" --hpcflow-mode {mode} --hpcflow-profile {profile}" if profile else ""
+    flags = f" --hpcflow-mode {mode} --hpcflow-profile {profile}"
     return f"snakemake {SWAPPED}{flags} --jobs {jobs} {rest}".rstrip()
 
 
@@ -63,7 +67,7 @@ def swapped(run: Any, jobs: int) -> Any:
             kwargs["executor_settings"] = (
                 ExecutorSettings(mode=mode, profile=profile) if profile else ExecutorSettings()
             )
-            if kwargs.get("nodes") is None:
+            if profile and kwargs.get("nodes") is None:  # a batch mode: Snakemake's --jobs
                 cores = kwargs.get("cores", 3)  # run()'s default
                 kwargs["nodes"] = cores if isinstance(cores, int) and cores > 0 else jobs
         return run(path, *args, **kwargs)
