@@ -223,17 +223,9 @@ class _Lexer:
         if c == "\\":
             self.escape()
             return False
-        if c == "'":
+        if c in "'\"`":
             self.i += 1
-            self.single()
-            return False
-        if c == '"':
-            self.i += 1
-            self.double()
-            return False
-        if c == "`":
-            self.i += 1
-            self.backticks()
+            {"'": self.single, '"': self.double, "`": self.backticks}[c]()
             return False
         if c == "$":
             self.dollar()
