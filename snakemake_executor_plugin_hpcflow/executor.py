@@ -266,9 +266,9 @@ class Executor(RemoteExecutor):
     def _note_placement(self, session: Session, task: TaskRequest) -> None:
         """Say once per value when a job asks for a partition or account other than the
         allocation's: every job runs in the one allocation, shaped by the profile/flags."""
-        from snakemake_executor_plugin_hpcflow.session import ElasticSession, PilotSession
+        from snakemake_executor_plugin_hpcflow.batch_sessions import BatchSession
 
-        if not isinstance(session, (PilotSession, ElasticSession)):
+        if not isinstance(session, BatchSession):
             return
         for what, wanted, actual in (
             ("partition", task.partition, session.profile.partition),
@@ -469,11 +469,8 @@ def make_session(settings: ExecutorSettings, workdir: Path, workflow: Any) -> Se
     """The session for ``settings.mode``: a local cluster, one pilot allocation, or an
     elastic cluster of worker jobs."""
     from hpcflow.worker.local_cluster import LocalCapacity
-    from snakemake_executor_plugin_hpcflow.session import (
-        ElasticSession,
-        LocalSession,
-        PilotSession,
-    )
+    from snakemake_executor_plugin_hpcflow.batch_sessions import ElasticSession, PilotSession
+    from snakemake_executor_plugin_hpcflow.session import LocalSession
 
     snakefile = str(workflow.main_snakefile)
     if settings.mode == "local":

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from hpcflow.api.callables import NotImportable, reference
 from hpcflow.api.callsites import CallSite, CallSites, caller, relocate
-from hpcflow.api.document import Unwritable, plain, sweep
+from hpcflow.api.entry_writer import EntryWriter, task_workdir, value_sources
 from hpcflow.api.keys import (
     Checkpoint,
     Container,
@@ -34,7 +33,7 @@ from hpcflow.api.keys import (
     Retries,
     ValueShape,
 )
-from hpcflow.errors import RunError, SpecError, SpecProblem
+from hpcflow.errors import RunError, SpecError
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -104,16 +103,16 @@ class Workflow:
     ) -> None:
         self.folder = Path(folder).resolve() if folder is not None else Path.cwd()
         self.file = self.folder / (file if file is not None else default_file_name(name))
-        self._site: CallSite | None = caller()
+        site = caller()
+        self._site: CallSite | None = site
         self._head: dict[str, Any] = {"name": name}
-        problems: list[SpecProblem] = []
+        writer = EntryWriter(site)
         for key, value in (("description", description), ("workdir", workdir)):
             if value is not None:
-                self._head[key] = self._plain(value, key, problems)
+                self._head[key] = writer.plain(value, key)
         if defaults is not None:
-            self._head["defaults"] = self._plain(defaults, "defaults", problems)
-        if problems:
-            raise SpecError(problems)
+            self._head["defaults"] = writer.plain(defaults, "defaults")
+        writer.raise_problems()
         self._includes: dict[str, Any] = {}
         self._include_sites: dict[str, CallSite | None] = {}
         self._tasks: list[dict[str, Any]] = []
@@ -184,10 +183,11 @@ class Workflow:
         site = caller()
         index = len(self._tasks)
         at = f"tasks[{index}]"
-        problems: list[SpecProblem] = []
+        writer = EntryWriter(site)
         entry: dict[str, Any] = {"name": name}
         if python is not None and not isinstance(python, str):
-            python = self._function(python, workdir, f"{at}.python", site, problems)
+            own_workdir = task_workdir(self.folder, self._head, workdir)
+            python = writer.function(python, own_workdir, f"{at}.python")
         given: list[tuple[str, Any]] = [
             ("description", description),
             ("command", command),
@@ -216,16 +216,12 @@ class Workflow:
             if value is None:
                 continue
             if key == "needs":
-                self._check_own(value, f"{at}.needs", site, problems)
+                self._check_own(value, f"{at}.needs", writer)
             elif key == "from":
-                value = _value_sources(value)
-                self._check_own(value.values(), f"{at}.from", site, problems)
-            try:
-                entry[key] = sweep(value) if key == "foreach" else plain(value, f".{key}")
-            except Unwritable as exc:
-                problems.append(site.problem(f"{at}{exc.where}", str(exc)))
-        if problems:
-            raise SpecError(problems)
+                value = value_sources(value)
+                self._check_own(value.values(), f"{at}.from", writer)
+            writer.task_key(entry, key, value, at)
+        writer.raise_problems()
         self._tasks.append(entry)
         self._task_sites.append(site)
         return Task(name, index, self)
@@ -241,14 +237,13 @@ class Workflow:
         to this workflow's folder) under ``name``: its tasks join as ``NAME.TASK``, with
         ``params`` given to the parameters they use (``include:`` in a file)."""
         site = caller()
-        problems: list[SpecProblem] = []
+        writer = EntryWriter(site)
         if name in self._includes:
-            problems.append(site.problem(f"include.{name}", f"include {name!r} is given twice"))
+            writer.problem(f"include.{name}", f"include {name!r} is given twice")
         entry: dict[str, Any] = {"file": os.fspath(file)}
         if params is not None:
-            entry["params"] = self._plain(params, f"include.{name}.params", problems, site)
-        if problems:
-            raise SpecError(problems)
+            entry["params"] = writer.plain(params, f"include.{name}.params")
+        writer.raise_problems()
         self._includes[name] = entry
         self._include_sites[name] = site
         return Include(name, entry["file"])
@@ -433,67 +428,19 @@ class Workflow:
             sites = CallSites(self._site, list(self._task_sites), dict(self._include_sites))
             raise relocate(exc, str(self.file), sites) from None
 
-    def _plain(
-        self,
-        value: Any,
-        where: str,
-        problems: list[SpecProblem],
-        site: CallSite | None = None,
-    ) -> Any:
-        try:
-            return plain(value, "")
-        except Unwritable as exc:
-            at = site or self._site or caller()
-            problems.append(at.problem(f"{where}{exc.where}", str(exc)))
-            return None
-
-    def _check_own(
-        self, tasks: Any, where: str, site: CallSite, problems: list[SpecProblem]
-    ) -> None:
+    def _check_own(self, tasks: Any, where: str, writer: EntryWriter) -> None:
         """Tasks given to ``needs`` or ``from_`` must be this workflow's."""
         for item in tasks:
             task = item[0] if isinstance(item, tuple) else item
             if isinstance(task, Mapping):
                 task = task.get("task")
             if isinstance(task, Task) and task.workflow is not self:
-                problems.append(
-                    site.problem(
-                        where,
-                        f"task {task.name!r} belongs to another workflow ({task.workflow.name!r})",
-                        hint="give its name instead if it is included here, or add the "
-                        "task to this workflow",
-                    )
+                writer.problem(
+                    where,
+                    f"task {task.name!r} belongs to another workflow ({task.workflow.name!r})",
+                    hint="give its name instead if it is included here, or add the "
+                    "task to this workflow",
                 )
-
-    def _function(
-        self,
-        function: Callable[..., Any],
-        workdir: str | os.PathLike[str] | None,
-        where: str,
-        site: CallSite,
-        problems: list[SpecProblem],
-    ) -> str | None:
-        """``module:qualname`` of a python task's function, or a problem saying why a
-        worker could not import it."""
-        try:
-            return reference(function, self._task_workdir(workdir))
-        except NotImportable as exc:
-            problems.append(site.problem(where, str(exc), exc.hint))
-            return None
-
-    def _task_workdir(self, own: str | os.PathLike[str] | None) -> Path | None:
-        """The folder a task runs in, as the plan makes it (the workflow's ``workdir``,
-        the defaults', the task's own, below the folder); None when it depends on the
-        task's parameters."""
-        defaults = self._head.get("defaults") or {}
-        parts = [
-            os.fspath(p)
-            for p in (self._head.get("workdir"), defaults.get("workdir"), own)
-            if p is not None and os.fspath(p)
-        ]
-        if any("{" in part for part in parts):
-            return None
-        return (self.folder.joinpath(*parts)).resolve()
 
 
 def load(path: str | os.PathLike[str]) -> Workflow:
@@ -504,17 +451,6 @@ def load(path: str | os.PathLike[str]) -> Workflow:
 def default_file_name(name: str) -> str:
     """The file a workflow named ``name`` is written to in its folder."""
     return f"{_UNSAFE.sub('_', name).strip('._') or 'workflow'}.workflow.yaml"
-
-
-def _value_sources(sources: Mapping[str, Any]) -> dict[str, Any]:
-    """``from_``'s ``(task, as)`` pairs as the file's ``{task, as}`` mappings."""
-    out: dict[str, Any] = {}
-    for argument, source in sources.items():
-        if isinstance(source, tuple) and len(source) == 2:
-            out[argument] = {"task": source[0], "as": source[1]}
-        else:
-            out[argument] = source
-    return out
 
 
 def _observer(observer: Observer | Callable[[Counts], None] | None) -> Observer | None:

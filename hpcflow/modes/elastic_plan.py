@@ -132,24 +132,104 @@ def plan_elastic(
             hint="use --profile slurm or --profile pbs, or drop --mode elastic",
         )
     _plain(str(run_dir), "the run directory")
-    per_job = profile.workers_on_each_node()
-    threads = profile.threads_of_each_worker() or 1
-    gpus = profile.gpus_per_node
-    memory_bytes = profile.memory_per_node
-    cpus_per_job = profile.cpus_per_node
-    if profile.workers_per_node == "per-gpu":
-        # One worker job per GPU: the batch system then gives each worker its own device
-        # (CUDA_VISIBLE_DEVICES), and the cluster grows and shrinks a GPU at a time.
-        per_job, gpus = 1, 1
-        memory_bytes = memory_bytes // profile.gpus_per_node if memory_bytes else None
-        cpus_per_job = threads
-    gpus_per_worker = gpus // per_job if gpus else 0
-    cores = threads * per_job
+    shape = _JobShape.of(profile)
     job_name = f"hpcflow-{run_id}-w" + (f"-{pool}" if pool else "")
+    resources = _worker_resources(profile, shape, pool)
+    kwargs: dict[str, Any] = {
+        "cores": shape.cores,
+        "processes": shape.per_job,
+        "memory": f"{shape.memory_bytes}B" if shape.memory_bytes is not None else "1GiB",
+        "job_name": job_name,
+        "python": shlex.quote(profile.python_executable()),
+        "protocol": "tls://" if profile.transport == "tls" else "tcp://",
+        "worker_extra_args": _worker_extra_args(profile, resources, shape.memory_bytes),
+        "job_script_prologue": prologue(profile, run_id, base_dir),
+        "queue": profile.partition,
+        "account": profile.account,
+        "walltime": walltime_text(profile.walltime) if profile.walltime else None,
+        "death_timeout": 120,
+        "scheduler_options": _scheduler_options(profile),
+    }
+    if log_directory is not None:
+        kwargs["log_directory"] = _plain(str(log_directory), "the worker log folder")
+    if profile.interface:
+        kwargs["interface"] = profile.interface
+    if profile.local_directory:
+        kwargs["local_directory"] = _plain(
+            profile.local_directory, "local_directory", _PLAIN_OR_VARIABLE
+        )
+    kwargs.update(_batch_system_kwargs(profile, shape))
+    skip = _skipped_directives(profile, shape.memory_bytes)
+    if skip:
+        kwargs["job_directives_skip"] = skip
+    return ElasticPlan(
+        cluster_class=CLUSTER_CLASSES[profile.backend],
+        kwargs=kwargs,
+        minimum=profile.min_workers,
+        maximum=profile.max_workers,
+        interval=profile.adapt_interval,
+        wait_count=profile.adapt_wait_count,
+        workers_per_job=shape.per_job,
+        threads_per_worker=shape.threads,
+        gpus_per_worker=shape.gpus_per_worker,
+        memory_per_worker=shape.memory_bytes // shape.per_job if shape.memory_bytes else None,
+        job_name=job_name,
+        resources=resources,
+    )
 
-    resources: dict[str, float] = {"cpus": float(threads)}
-    if gpus_per_worker:
-        resources["GPU"] = float(gpus_per_worker)
+
+@dataclass(frozen=True)
+class _JobShape:
+    """What one worker job holds: its Dask workers, their threads, GPUs, memory, CPUs."""
+
+    per_job: int
+    threads: int
+    gpus: int
+    memory_bytes: int | None  # None: the batch system's default
+    cpus_per_job: int | None
+
+    @classmethod
+    def of(cls, profile: Profile) -> _JobShape:
+        """One node's worth of ``profile``, or one GPU's with ``workers_per_node:
+        per-gpu``."""
+        threads = profile.threads_of_each_worker() or 1
+        if profile.workers_per_node == "per-gpu":
+            # One worker job per GPU: the batch system then gives each worker its own
+            # device (CUDA_VISIBLE_DEVICES), and the cluster grows and shrinks a GPU at a
+            # time.
+            memory = profile.memory_per_node
+            return cls(
+                per_job=1,
+                threads=threads,
+                gpus=1,
+                memory_bytes=memory // profile.gpus_per_node if memory else None,
+                cpus_per_job=threads,
+            )
+        return cls(
+            per_job=profile.workers_on_each_node(),
+            threads=threads,
+            gpus=profile.gpus_per_node,
+            memory_bytes=profile.memory_per_node,
+            cpus_per_job=profile.cpus_per_node,
+        )
+
+    @property
+    def gpus_per_worker(self) -> int:
+        """The GPUs each Dask worker of the job offers its tasks."""
+        return self.gpus // self.per_job if self.gpus else 0
+
+    @property
+    def cores(self) -> int:
+        """The threads of all the job's workers (dask-jobqueue's ``cores``)."""
+        return self.threads * self.per_job
+
+
+def _worker_resources(profile: Profile, shape: _JobShape, pool: str | None) -> dict[str, float]:
+    """The Dask resources each worker offers: its threads, GPUs, the profile's
+    ``worker_resources`` and, for a pool's workers, the pool's own resource."""
+    resources: dict[str, float] = {"cpus": float(shape.threads)}
+    if shape.gpus_per_worker:
+        resources["GPU"] = float(shape.gpus_per_worker)
     for name, amount in profile.worker_resources.items():
         resources.setdefault(name, float(amount))
     for name in resources:
@@ -161,21 +241,19 @@ def plan_elastic(
     if pool is not None:
         # A pool name is letters, digits, '_' and '-': one token too.
         resources[pool_resource(pool)] = POOL_CAPACITY
+    return resources
+
+
+def _worker_extra_args(
+    profile: Profile, resources: dict[str, float], memory_bytes: int | None
+) -> list[str]:
+    """The ``dask worker`` flags dask-jobqueue adds to its own: resources, the HTTP
+    server's place, the run-over preload, the memory limit and the lifetime."""
     # The worker CLI splits --resources on commas: one token, nothing to quote.
     resource_arg = ",".join(f"{k}={v:g}" for k, v in resources.items())
     # No worker dashboard, and Dask's HTTP server on loopback (it would bind 0.0.0.0).
     # The preload kills the worker's tasks as it closes (its driver, the scheduler, died).
     extra_args = ["--resources", resource_arg, *WORKER_CLI_ARGS, "--preload", run_over.__name__]
-    skip: list[str] = []
-    if memory_bytes is None:
-        # dask-jobqueue insists on a memory figure; without memory_per_node the batch
-        # system's default applies, so drop the request and let the worker measure.
-        # (PBS: the resource_spec below simply has no mem=.)
-        memory = "1GiB"
-        if profile.backend == "slurm":
-            skip.append("#SBATCH --mem=")
-    else:
-        memory = f"{memory_bytes}B"
     limit = profile.worker_memory_limit
     if limit is not None or memory_bytes is None:
         # The worker CLI keeps the last --memory-limit given: this one wins.
@@ -184,64 +262,43 @@ def plan_elastic(
     if lifetime:
         stagger = profile.worker_lifetime_stagger
         extra_args += ["--lifetime", f"{lifetime:g}s", "--lifetime-stagger", f"{stagger:g}s"]
+    return extra_args
 
-    kwargs: dict[str, Any] = {
-        "cores": cores,
-        "processes": per_job,
-        "memory": memory,
-        "job_name": job_name,
-        "python": shlex.quote(profile.python_executable()),
-        "protocol": "tls://" if profile.transport == "tls" else "tcp://",
-        "worker_extra_args": extra_args,
-        "job_script_prologue": prologue(profile, run_id, base_dir),
-        "queue": profile.partition,
-        "account": profile.account,
-        "walltime": walltime_text(profile.walltime) if profile.walltime else None,
-        "death_timeout": 120,
-        "scheduler_options": _scheduler_options(profile),
-    }
+
+def _skipped_directives(profile: Profile, memory_bytes: int | None) -> list[str]:
+    """The directives dask-jobqueue always writes that the profile leaves to the batch
+    system's defaults: the memory (it insists on a figure, sent as 1 GiB, and the worker
+    measures) and the walltime (it would ask for 30 min)."""
+    skip: list[str] = []
+    if memory_bytes is None and profile.backend == "slurm":
+        # (PBS: the resource_spec simply has no mem=.)
+        skip.append("#SBATCH --mem=")
     if profile.walltime is None:
-        # Leave the limit to the queue's default (dask-jobqueue would ask for 30 min).
         skip.append("#SBATCH -t " if profile.backend == "slurm" else "#PBS -l walltime=")
-    if log_directory is not None:
-        kwargs["log_directory"] = _plain(str(log_directory), "the worker log folder")
-    if profile.interface:
-        kwargs["interface"] = profile.interface
-    if profile.local_directory:
-        kwargs["local_directory"] = _plain(
-            profile.local_directory, "local_directory", _PLAIN_OR_VARIABLE
-        )
+    return skip
+
+
+def _batch_system_kwargs(profile: Profile, shape: _JobShape) -> dict[str, Any]:
+    """The backend's own arguments: SLURM's ``job_cpu`` and ``--qos``/``--constraint``/
+    ``--gres`` directives, or PBS's ``resource_spec``; the profile's extra directives."""
+    cpus = shape.cpus_per_job or shape.cores
     directives = list(profile.extra_directives)
+    kwargs: dict[str, Any] = {}
     if profile.backend == "slurm":
-        kwargs["job_cpu"] = cpus_per_job or cores
+        kwargs["job_cpu"] = cpus
         if profile.qos:
             directives.append(f"--qos={profile.qos}")
         if profile.constraint:
             directives.append(f"--constraint={profile.constraint}")
-        if gpus:
+        if shape.gpus:
             kind = f"{profile.gpu_kind}:" if profile.gpu_kind else ""
-            directives.append(f"--gres=gpu:{kind}{gpus}")
+            directives.append(f"--gres=gpu:{kind}{shape.gpus}")
     else:
         kwargs["resource_spec"] = _pbs_resources(
-            profile.pbs_flavor, cpus_per_job or cores, gpus, memory_bytes
+            profile.pbs_flavor, cpus, shape.gpus, shape.memory_bytes
         )
     kwargs["job_extra_directives"] = directives
-    if skip:
-        kwargs["job_directives_skip"] = skip
-    return ElasticPlan(
-        cluster_class=CLUSTER_CLASSES[profile.backend],
-        kwargs=kwargs,
-        minimum=profile.min_workers,
-        maximum=profile.max_workers,
-        interval=profile.adapt_interval,
-        wait_count=profile.adapt_wait_count,
-        workers_per_job=per_job,
-        threads_per_worker=threads,
-        gpus_per_worker=gpus_per_worker,
-        memory_per_worker=memory_bytes // per_job if memory_bytes else None,
-        job_name=job_name,
-        resources=resources,
-    )
+    return kwargs
 
 
 def _scheduler_options(profile: Profile) -> dict[str, Any]:

@@ -154,103 +154,111 @@ class _Lexer:
             if word_start and until == "]]" and self.startswith("]]"):
                 self.i += 2
                 if brackets_arith:
-                    for j in range(first_in_brackets, len(self.found)):
-                        f = self.found[j]
-                        if isinstance(f, Context):
-                            name = self.names[j]
-                            self.found[j] = Refusal(
-                                name,
-                                "it is inside a [[ … ]] that compares numbers or tests -v, "
-                                "where bash evaluates it as arithmetic",
-                                hint="compare with [ … ] or test, or pass it through 'env:'",
-                            )
+                    self.refuse_arithmetic_brackets(first_in_brackets)
                 return
             if c == ")" and until == ")":
                 self.i += 1
                 return
             if word_start:
-                if c == "#":
-                    self.comment()
-                    continue
-                if compound and c == "[":
-                    self.i += 1
-                    self.subscript()
-                    word_start = False
-                    continue
-                m = _COMPOUND.match(text, self.i)
-                if m:
-                    self.i = m.end()
-                    self.command(until=")", in_subst=in_subst, compound=True)
-                    word_start = False
-                    continue
-                end = self.i
-                while end < len(text) and text[end] not in _WORD_END and text[end] != MARK:
-                    end += 1
-                word = text[self.i : end]
-                if word == "case" and in_subst:
-                    raise _Lost
+                word = self.word_ahead()
                 if until == "]]" and word in _ARITH_TESTS:
                     brackets_arith = True
-                if word == "[[" and (end >= len(text) or text[end] in " \t\n"):
-                    self.i = end
-                    self.command(until="]]", in_subst=in_subst)
-                    word_start = False
+                started = self.word_construct(word, in_subst, compound)
+                if started is not None:
+                    word_start = started
                     continue
-                if self.startswith("(("):
-                    self.i += 2
-                    self.arith("))")
-                    word_start = False
-                    continue
-                m = _NAME_SUBSCRIPT.match(text, self.i)
-                if m or (c == "[" and self.peek(1) not in ("", " ", "\t", "\n", "[")):
-                    # a[i]=… or, in a compound assignment a=([i]=…), an arithmetic index
-                    self.i = m.end() if m else self.i + 1
-                    self.subscript()
-                    word_start = False
-                    continue
-            if c == "\\":
-                self.escape()
-                word_start = False
-                continue
-            if c == "'":
-                self.i += 1
-                self.single()
-            elif c == '"':
-                self.i += 1
-                self.double()
-            elif c == "`":
-                self.i += 1
-                self.backticks()
-            elif c == "$":
-                self.dollar()
-            elif c == "(":
-                self.i += 1
-                self.command(until=")", in_subst=in_subst)
-                word_start = True
-                continue
-            elif c == ")":
-                self.i += 1  # a case pattern's end
-                word_start = True
-                continue
-            elif c == "<" and self.startswith("<<") and not self.startswith("<<<"):
-                self.heredoc_start()
-                word_start = True
-                continue
-            elif c == "\n":
-                self.i += 1
-                if self.heredocs:
-                    self.heredoc_bodies()
-                word_start = True
-                continue
-            elif c in _WORD_END:
-                self.i += 1
-                word_start = True
-                continue
-            else:
-                self.i += 1
-            word_start = False
+            word_start = self.unquoted_step(c, in_subst)
         if until:
             raise _Lost
+
+    def word_ahead(self) -> str:
+        """The unquoted word that starts at ``self.i``, up to a word's end or a mark."""
+        text = self.text
+        end = self.i
+        while end < len(text) and text[end] not in _WORD_END and text[end] != MARK:
+            end += 1
+        return text[self.i : end]
+
+    def word_construct(self, word: str, in_subst: bool, compound: bool) -> bool | None:
+        """At the start of ``word``: read the construct it starts, if any (a comment, an
+        index or compound value of an assignment, ``[[ … ]]``, ``((…))``). Returns
+        whether a word starts after what was read; None where ``word`` starts none."""
+        text = self.text
+        c = text[self.i]
+        if c == "#":
+            self.comment()
+            return True
+        if compound and c == "[":
+            self.i += 1
+            self.subscript()
+            return False
+        m = _COMPOUND.match(text, self.i)
+        if m:
+            self.i = m.end()
+            self.command(until=")", in_subst=in_subst, compound=True)
+            return False
+        if word == "case" and in_subst:
+            raise _Lost
+        end = self.i + len(word)
+        if word == "[[" and (end >= len(text) or text[end] in " \t\n"):
+            self.i = end
+            self.command(until="]]", in_subst=in_subst)
+            return False
+        if self.startswith("(("):
+            self.i += 2
+            self.arith("))")
+            return False
+        m = _NAME_SUBSCRIPT.match(text, self.i)
+        if m or (c == "[" and self.peek(1) not in ("", " ", "\t", "\n", "[")):
+            # a[i]=… or, in a compound assignment a=([i]=…), an arithmetic index
+            self.i = m.end() if m else self.i + 1
+            self.subscript()
+            return False
+        return None
+
+    def unquoted_step(self, c: str, in_subst: bool) -> bool:
+        """Read the character ``c`` at ``self.i`` of unquoted text, or the quoted text,
+        expansion, subshell or here-document it starts. Returns whether a word starts
+        after it."""
+        if c == "\\":
+            self.escape()
+            return False
+        if c in "'\"`":
+            self.i += 1
+            {"'": self.single, '"': self.double, "`": self.backticks}[c]()
+            return False
+        if c == "$":
+            self.dollar()
+            return False
+        if c == "(":
+            self.i += 1
+            self.command(until=")", in_subst=in_subst)
+            return True
+        if c == ")":
+            self.i += 1  # a case pattern's end
+            return True
+        if c == "<" and self.startswith("<<") and not self.startswith("<<<"):
+            self.heredoc_start()
+            return True
+        if c == "\n":
+            self.i += 1
+            if self.heredocs:
+                self.heredoc_bodies()
+            return True
+        self.i += 1
+        return c in _WORD_END
+
+    def refuse_arithmetic_brackets(self, first: int) -> None:
+        """Refuse the placeholders from the ``first``-th on, read inside a ``[[ … ]]``
+        that turned out to compare numbers or test ``-v``/``-R``."""
+        for j in range(first, len(self.found)):
+            if isinstance(self.found[j], Context):
+                self.found[j] = Refusal(
+                    self.names[j],
+                    "it is inside a [[ … ]] that compares numbers or tests -v, "
+                    "where bash evaluates it as arithmetic",
+                    hint="compare with [ … ] or test, or pass it through 'env:'",
+                )
 
     def comment(self) -> None:
         text = self.text

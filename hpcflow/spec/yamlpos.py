@@ -228,11 +228,10 @@ def _load(text: str, file: str, loader_class: Any) -> tuple[Any, Positions]:
             ) from None
         if root is None:
             return None, positions
-        problems: list[SpecProblem] = []
-        budget = [_MAX_VALUES]
-        data = _convert(root, (), loader, positions, problems, depth=0, budget=budget)
-        if problems:
-            raise SpecError(problems)
+        converter = _Converter(loader, positions, budget=_MAX_VALUES)
+        data = converter.convert(root, (), depth=0)
+        if converter.problems:
+            raise SpecError(converter.problems)
         return data, positions
     finally:
         loader.dispose()
@@ -242,104 +241,114 @@ def _mark(node: yaml.Node) -> tuple[int, int]:
     return node.start_mark.line + 1, node.start_mark.column + 1
 
 
-def _convert(
-    node: yaml.Node,
-    path: Path,
-    loader: Any,
-    positions: Positions,
-    problems: list[SpecProblem],
-    depth: int,
-    budget: list[int],
-) -> Any:
-    if depth > _MAX_DEPTH:
-        problems.append(
-            positions.problem(path, f"document nested too deeply (over {_MAX_DEPTH} levels)")
-        )
-        return None
-    budget[0] -= 1
-    if budget[0] < 0:
-        if budget[0] == -1:
-            line, col = _mark(node)
-            problems.append(
-                SpecProblem(
-                    file=positions.file,
-                    line=line,
-                    column=col,
-                    where=format_path(path),
-                    message=f"document too large (over {_MAX_VALUES:,} values once aliases are"
-                    " expanded)",
-                    hint="avoid repeating large anchors (*alias) inside each other",
+@dataclass
+class _Converter:
+    """One document's nodes into plain data, each value's and key's position noted in
+    ``positions``; what cannot be read becomes a problem in ``problems`` (and None),
+    so that one load reports them all."""
+
+    loader: Any
+    positions: Positions
+    #: How many more values may be made (aliases expanded) before the document is
+    #: refused as too large.
+    budget: int
+    problems: list[SpecProblem] = field(default_factory=list)
+
+    def convert(self, node: yaml.Node, path: Path, depth: int) -> Any:
+        """The data of ``node``, found at ``path``, ``depth`` levels down."""
+        if not self._within_limits(node, path, depth):
+            return None
+        self.positions.values[path] = _mark(node)
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path, depth)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.convert(item, (*path, i), depth + 1) for i, item in enumerate(node.value)]
+        return self._scalar(node, path)
+
+    def _within_limits(self, node: yaml.Node, path: Path, depth: int) -> bool:
+        """Whether ``node`` is within the depth and size limits (one more value counted);
+        a problem noted the first time it is not."""
+        if depth > _MAX_DEPTH:
+            self.problems.append(
+                self.positions.problem(
+                    path, f"document nested too deeply (over {_MAX_DEPTH} levels)"
                 )
             )
-        return None
-    positions.values[path] = _mark(node)
-    if isinstance(node, yaml.MappingNode):
+            return False
+        self.budget -= 1
+        if self.budget >= 0:
+            return True
+        if self.budget == -1:
+            self._problem(
+                node,
+                path,
+                message=f"document too large (over {_MAX_VALUES:,} values once aliases are"
+                " expanded)",
+                hint="avoid repeating large anchors (*alias) inside each other",
+            )
+        return False
+
+    def _mapping(self, node: yaml.MappingNode, path: Path, depth: int) -> dict[str, Any]:
+        """A mapping's keys as written, each key's position noted; keys that are not
+        plain text, merge keys and duplicates are problems."""
         result: dict[str, Any] = {}
         for key_node, value_node in node.value:
             if not isinstance(key_node, yaml.ScalarNode):
-                line, col = _mark(key_node)
-                problems.append(
-                    SpecProblem(
-                        positions.file, line, col, format_path(path), "keys must be plain text"
-                    )
-                )
+                self._problem(key_node, path, message="keys must be plain text")
                 continue
             if key_node.tag == "tag:yaml.org,2002:merge":
-                line, col = _mark(key_node)
-                problems.append(
-                    SpecProblem(
-                        file=positions.file,
-                        line=line,
-                        column=col,
-                        where=format_path(path),
-                        message="YAML merge keys ('<<') are not supported",
-                        hint="write the keys out, or use 'defaults:'",
-                    )
+                self._problem(
+                    key_node,
+                    path,
+                    message="YAML merge keys ('<<') are not supported",
+                    hint="write the keys out, or use 'defaults:'",
                 )
                 continue
             # The key as written: `ON:` or `1.0:` stay "ON" and "1.0" (not True and 1.0).
             key = str(key_node.value)
             child = (*path, key)
             if key in result:
-                line, col = _mark(key_node)
-                problems.append(
-                    SpecProblem(
-                        file=positions.file,
-                        line=line,
-                        column=col,
-                        where=format_path(child),
-                        message=f"duplicate key {key!r}",
-                        hint=f"first defined on line {positions.keys[child][0]}",
-                    )
+                self._problem(
+                    key_node,
+                    child,
+                    message=f"duplicate key {key!r}",
+                    hint=f"first defined on line {self.positions.keys[child][0]}",
                 )
                 continue
-            positions.keys[child] = _mark(key_node)
-            result[key] = _convert(
-                value_node, child, loader, positions, problems, depth + 1, budget
-            )
+            self.positions.keys[child] = _mark(key_node)
+            result[key] = self.convert(value_node, child, depth + 1)
         return result
-    if isinstance(node, yaml.SequenceNode):
-        return [
-            _convert(item, (*path, i), loader, positions, problems, depth + 1, budget)
-            for i, item in enumerate(node.value)
-        ]
-    try:
-        return loader.construct_object(node, deep=True)
-    except yaml.YAMLError:
-        # An unknown tag such as `!foo bar`: keep the text.
-        return node.value
-    except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError...
-        # A standard tag on text it cannot read, e.g. `!!int abc` or `!!timestamp x`.
-        tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
-        line, col = _mark(node)
-        problems.append(
-            SpecProblem(
-                file=positions.file,
-                line=line,
-                column=col,
-                where=format_path(path),
+
+    def _scalar(self, node: yaml.Node, path: Path) -> Any:
+        """A scalar as its tag reads it; an unknown tag's text as it is."""
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError:
+            # An unknown tag such as `!foo bar`: keep the text.
+            return node.value
+        except Exception:  # noqa: BLE001 - PyYAML's constructors raise ValueError, KeyError...
+            # A standard tag on text it cannot read, e.g. `!!int abc` or `!!timestamp x`.
+            tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+            self._problem(
+                node,
+                path,
                 message=f"cannot read {node.value!r} as {tag}",
                 hint="remove the tag, or quote the value to keep it as text",
             )
+            return None
+
+    def _problem(
+        self, node: yaml.Node, path: Path, *, message: str, hint: str | None = None
+    ) -> None:
+        """Note a problem at ``node``'s position, about ``path``."""
+        line, col = _mark(node)
+        self.problems.append(
+            SpecProblem(
+                file=self.positions.file,
+                line=line,
+                column=col,
+                where=format_path(path),
+                message=message,
+                hint=hint,
+            )
         )
-        return None

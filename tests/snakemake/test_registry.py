@@ -139,6 +139,7 @@ def test_importing_the_plugin_leaves_what_runs_jobs_unimported():
         "hpcflow.store.statedb",
         "hpcflow.worker.local_cluster",
         "snakemake_executor_plugin_hpcflow.session",
+        "snakemake_executor_plugin_hpcflow.batch_sessions",
         "snakemake_executor_plugin_hpcflow.calls",
         "snakemake_executor_plugin_hpcflow.translate",
         "snakemake_executor_plugin_hpcflow.record",

@@ -116,7 +116,7 @@ def _pilot(tmp_path: Path, backend: _Backend, *, resubmit: bool = True, number: 
     from hpcflow.modes.pilot_client import PilotClientAllocation
     from hpcflow.settings import resolve_profile
     from hpcflow.store.paths import RunPaths
-    from snakemake_executor_plugin_hpcflow.session import PilotSession
+    from snakemake_executor_plugin_hpcflow.batch_sessions import PilotSession
 
     profile = resolve_profile(
         "slurm-test", overrides={"resubmit": resubmit, "poll_interval": 0.01}
