@@ -73,6 +73,7 @@ def _file_names() -> set[str]:
 ALLOWED = {
     # The user's project: ``hpcflow init`` writes its workflow.yaml, not a run's copy.
     ("hpcflow/cli/init.py", "workflow.yaml"),
+    ("hpcflow/api/scaffold.py", "workflow.yaml"),
     # The file an included folder holds: the user's, not a run's copy.
     ("hpcflow/spec/includes.py", "workflow.yaml"),
 }
