@@ -45,6 +45,11 @@ LEASE_TTL = 60.0
 #: Seconds past its expiry after which a lease held on another host is stale (clock skew
 #: between hosts, shared-file-system attribute caches).
 OTHER_HOST_MARGIN = 60.0
+#: Seconds the driver inside an allocation keeps reading a lease that names another run
+#: before it judges that run: its submitter wrote this run's id before submitting, and a
+#: node's shared-file-system client may show an older version of the file for a while
+#: (GlusterFS caches metadata for a second, NFS for up to its `actimeo`).
+ADOPT_PATIENCE = 10.0
 #: Seconds after which a claim to break a stale lease is itself stale (its maker died).
 CLAIM_STALE = 30.0
 

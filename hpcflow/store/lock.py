@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -42,11 +43,13 @@ class RunLock:
         period: float = ls.LEASE_PERIOD,
         ttl: float = ls.LEASE_TTL,
         on_lost: Callable[[str], None] | None = None,
+        adopt_patience: float = ls.ADOPT_PATIENCE,
     ) -> None:
         self.path = path.with_suffix(".lease")
         self.ask = ask
         self.period = period
         self.ttl = ttl
+        self.adopt_patience = adopt_patience
         #: Called (from the renewal thread) when another run took the lease: stop driving.
         #: (A run that learns its folder later sets it then: ``lease_lost(paths)``.)
         self.on_lost = on_lost
@@ -85,6 +88,10 @@ class RunLock:
             current = ls.read_lease(self.path)
             if current is None:
                 continue  # released meanwhile
+            if adopt and current.run_id != run_id:
+                current = self._ours_yet(run_id, current)
+                if current is None:
+                    continue  # released meanwhile
             if adopt and current.run_id == run_id:
                 submitter = current.submitter or current.holder
                 mine = replace(current, token=mine.token, holder=mine.holder,
@@ -105,6 +112,21 @@ class RunLock:
             f"the workflow's lease {self.path} keeps changing hands",
             hint="another `hpcflow run` of this workflow is starting; try again",
         )
+
+    def _ours_yet(self, run_id: str, current: ls.LeaseRecord) -> ls.LeaseRecord | None:
+        """The lease as read again until it names ``run_id`` or :attr:`adopt_patience`
+        has passed (None once it is released): the submitter named this run before
+        submitting it, so another run's name may be a node's stale view of the file."""
+        deadline = time.monotonic() + self.adopt_patience
+        while current.run_id != run_id and time.monotonic() < deadline:
+            time.sleep(min(0.5, self.adopt_patience))
+            again = ls.read_lease(self.path)
+            if again is None:
+                return None
+            current = again
+        if current.run_id != run_id:
+            log.info("the workflow's lease names run %s, not this run %s", current.run_id, run_id)
+        return current
 
     def _hold(self, record: ls.LeaseRecord) -> None:
         self._record = record

@@ -235,7 +235,7 @@ def test_the_driver_inside_the_allocation_adopts_its_runs_lease(tmp_path):
     submitter.release()
     assert ls.read_lease(submitter.path).allocations == ("77",)
 
-    other = _lock(tmp_path, ask=lambda backend, ids: list(ids))
+    other = _lock(tmp_path, ask=lambda backend, ids: list(ids), adopt_patience=0.3)
     with pytest.raises(RunLockedError, match="run-a"):
         other.adopt("run-b")  # an allocation of another run must not drive
 
@@ -248,6 +248,33 @@ def test_the_driver_inside_the_allocation_adopts_its_runs_lease(tmp_path):
     finally:
         driver.release()
     assert not driver.path.exists()
+
+
+def test_the_driver_adopts_its_lease_through_a_stale_view_of_the_file(tmp_path):
+    """A node's shared-file-system client may show the lease as it was before the
+    submitter named the new run in it (the killed run's, say) for a moment: the driver
+    inside the allocation reads it again before it judges, and adopts its run's lease
+    once the file names it."""
+    import threading
+
+    path = tmp_path / "state" / "locks" / "wf.lease"
+    # What the node sees first: a run whose driver holds the lease on another host (live
+    # for anyone who judges it now).
+    away = replace(ProcessIdentity.current(), host="elsewhere", boot_id="another-boot")
+    old = replace(ls.LeaseRecord.new("run-old"), holder=away)
+    path.parent.mkdir(parents=True)
+    assert ls.create(path, old)
+    new = replace(ls.LeaseRecord.new("run-new"), holder=away)
+    later = threading.Timer(1.0, ls.rewrite, (path, new))  # the fresh view arrives
+    later.start()
+    driver = _lock(tmp_path, ask=lambda backend, ids: [])
+    try:
+        driver.adopt("run-new")
+        assert ls.read_lease(path).run_id == "run-new"
+        assert ls.read_lease(path).holder == ProcessIdentity.current()
+    finally:
+        later.join()
+        driver.release()
 
 
 def test_the_holder_renews_and_a_run_that_lost_its_lease_is_told(tmp_path):
