@@ -76,6 +76,23 @@ def run_cli(
     return CliResult(proc.returncode, out, err)
 
 
+@pytest.fixture(autouse=True)
+def _no_task_mark_left_behind():
+    """A test that runs a Python task inline (in this process, as a worker does) marks
+    this process's own environment with its guardian's token (``MARK_VAR``); every run the
+    suite starts afterwards would carry that mark into its allocations and jobs. Under
+    pytest-xdist a worker that ran such a test first then had its later cluster runs'
+    leftovers ended by mark, the new allocation's own ranks with them. Restore it."""
+    from hpcflow.store.process import MARK_VAR
+
+    before = os.environ.get(MARK_VAR)
+    yield
+    if before is None:
+        os.environ.pop(MARK_VAR, None)
+    else:
+        os.environ[MARK_VAR] = before
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """Environment for CLI runs: a private HPCFLOW_HOME and a wide, plain console."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcflow.errors import SchedulerCommandError
+from hpcflow.store.process import MARK_VAR
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,7 @@ class CommandRunner:
         program = os.path.basename(args[0])
         with self._lock:
             self.calls[program] += 1
-        env = {**os.environ, **self.env}
+        env = self._environment()
         started = time.monotonic()
         try:
             # A new session gives the command its own process group, so a timeout
@@ -158,6 +159,15 @@ class CommandRunner:
         log.debug("%s exited %d in %.3f s: %s", program, proc.returncode, seconds, args)
         return CommandResult(args, proc.returncode, stdout, stderr, seconds)
 
+    def _environment(self) -> dict[str, str]:
+        """``os.environ`` with :attr:`env` over it, less the task mark (``MARK_VAR``):
+        what a batch command starts (a job, an allocation's ranks) is no task of this
+        process, and would otherwise be ended with this process's tasks, or as an earlier
+        run's leftovers (a run submitted from inside another run's task, say)."""
+        env = {**os.environ, **self.env}
+        env.pop(MARK_VAR, None)
+        return env
+
     def spawn(
         self, argv: Sequence[str], *, stdout: Path, stderr: Path, cwd: Path | None = None
     ) -> subprocess.Popen[bytes]:
@@ -166,7 +176,7 @@ class CommandRunner:
         program = os.path.basename(args[0])
         with self._lock:
             self.calls[program] += 1
-        env = {**os.environ, **self.env}
+        env = self._environment()
         with open(stdout, "ab") as out, open(stderr, "ab") as err:
             try:
                 return subprocess.Popen(

@@ -15,6 +15,10 @@ import socket
 from dataclasses import asdict, dataclass
 from typing import Any
 
+#: The environment variable that marks a process as a task (or a task's descendant) of
+#: one owner process: its value is the owner's token (:mod:`hpcflow.worker.guardian`).
+MARK_VAR = "HPCFLOW_TASKS_OF"
+
 
 def _read(path: str) -> str:
     try:

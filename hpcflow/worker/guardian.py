@@ -32,11 +32,12 @@ import sys
 import threading
 from collections.abc import Callable
 
+from hpcflow.store.process import MARK_VAR
+
 log = logging.getLogger(__name__)
 
-#: The environment variable that marks a process as a task (or a task's descendant) of
-#: one owner process: its value is the owner's token.
-MARK_VAR = "HPCFLOW_TASKS_OF"
+# MARK_VAR (hpcflow.store.process) marks a process as a task (or a task's descendant)
+# of one owner process: its value is the owner's token.
 
 #: What the guardian runs (standard library only): wait for EOF on stdin while noting the
 #: groups the owner registers ("+pgid" / "-pgid" lines), then kill every marked process

@@ -73,8 +73,15 @@ def test_values_cross_nodes_in_a_pilot_and_resume(tmp_path, hpcflow_slurm):
 def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     tmp_path, slurm_env, hpcflow_slurm, slurm_cluster
 ):
+    from hpcflow.store.process import MARK_VAR
+    from tests.conftest import run_cli
     from tests.fault.test_driver_killed import kill_pilot_driver
 
+    # Both runs start as from inside a task of another run: that run's mark is in their
+    # environment. Their allocations must not carry it: the resume's driver ends what the
+    # killed run left by its workers' marks, and an inherited mark taken for a worker's own
+    # ended the resume's own ranks with them (its allocation failed at once).
+    env = {**slurm_env, MARK_VAR: "an-outer-runs-task"}
     wf = setup(tmp_path)
     # square[i=0] ends after a second; the others wait for a release that comes only
     # after the kill (timing alone let all four end first on a busy machine).
@@ -83,7 +90,7 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     proc = subprocess.Popen(
         [sys.executable, "-m", "hpcflow.cli.main", "run", str(wf), "-q",
          "--profile", "slurm-test", "--nodes", "2"],
-        env=slurm_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     # The kill comes once square[i=0] has ended (its own line says so) AND the driver has
     # recorded it: then it must never run again.
@@ -105,7 +112,7 @@ def test_a_pilot_driver_killed_mid_run_resumes_with_the_values_it_made(
     (tmp_path / "square_sleep").unlink()
     (tmp_path / "square_release").touch()
 
-    resumed = hpcflow_slurm("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2")
+    resumed = run_cli(("run", str(wf), "-q", "--profile", "slurm-test", "--nodes", "2"), env)
     assert resumed.returncode == 0, resumed.output + run_logs(tmp_path)
     after = executions(tmp_path)
     # The makes and the label had finished long before: their values come from the killed
