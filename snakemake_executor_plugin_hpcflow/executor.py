@@ -337,6 +337,11 @@ class Executor(RemoteExecutor):
                     await asyncio.wait_for(event.wait(), seconds)
             self._sleeping = None
         self._wakeup.clear()
+        while self.wait and not threading.main_thread().is_alive():
+            # The interpreter is exiting without a shutdown (Snakemake found nothing to
+            # do): the next check's lock would need a thread pool that no longer takes
+            # work, and Snakemake's status thread prints that error on stdout.
+            await asyncio.sleep(60)
 
     async def check_active_jobs(
         self, active_jobs: list[SubmittedJobInfo]

@@ -235,3 +235,35 @@ def _alive(pids: list[int]) -> list[int]:
         except psutil.NoSuchProcess:
             continue
     return alive
+
+
+def test_the_status_thread_checks_nothing_more_once_the_interpreter_exits(monkeypatch):
+    """When Snakemake finds nothing to do it never shuts the executor down, and its status
+    thread wakes while the interpreter exits: a check then needs a thread pool that no
+    longer takes work, and Snakemake prints that error on stdout (seen under load in
+    test_a_run_with_nothing_to_do_starts_no_cluster_and_ends_quietly). The plugin's sleep
+    does not return once the main thread has ended."""
+    import asyncio
+    import threading
+    import types
+
+    from snakemake_executor_plugin_hpcflow import executor as ex
+
+    fake = types.SimpleNamespace(
+        next_seconds_between_status_checks=0.01,
+        _wakeup=threading.Event(),
+        _sleeping=None,
+        wait=True,
+    )
+
+    async def sleeps(limit: float) -> bool:
+        try:
+            await asyncio.wait_for(ex.Executor.sleep(fake), limit)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
+    assert asyncio.run(sleeps(30)), "a sleep while the main thread runs returns"
+    ended = types.SimpleNamespace(is_alive=lambda: False)
+    monkeypatch.setattr(ex.threading, "main_thread", lambda: ended)
+    assert not asyncio.run(sleeps(0.5)), "a sleep after the main thread ended returned"
