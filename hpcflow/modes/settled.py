@@ -43,6 +43,7 @@ from hpcflow.store.atomic import write_json_atomic
 from hpcflow.store.lock import RunLock
 from hpcflow.store.memo import Memo, signatures
 from hpcflow.store.paths import RunPaths, StateRoot, workflow_key
+from hpcflow.store.process import MARK_VAR
 from hpcflow.store.states import RunStatus
 from hpcflow.store.storage_errors import storage_errors
 from hpcflow.worker.local_cluster import LocalCapacity
@@ -53,8 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: ``HPCFLOW_*`` variables that change nothing in how a run is planned (the folder of the
-#: per-user index of runs); any other one leaves the run to be planned in full.
-_UNRELATED = frozenset({"HPCFLOW_HOME"})
+#: per-user index of runs; the task mark a run started inside another run's task carries);
+#: any other one leaves the run to be planned in full.
+_UNRELATED = frozenset({"HPCFLOW_HOME", MARK_VAR})
 
 
 def workflow_digest(text: str) -> str:

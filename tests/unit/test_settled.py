@@ -213,3 +213,14 @@ def test_a_full_disk_met_by_a_settled_resume_is_a_clear_error(clean_env, tmp_pat
     lease = RunLock(StateRoot.beside(wf).lock_file(workflow_key(wf)))
     lease.acquire({"run_id": "next"})
     lease.release()
+
+
+def test_a_run_inside_another_runs_task_takes_the_settled_path(clean_env, tmp_path, monkeypatch):
+    """The task mark a run started inside another run's task carries names no setting:
+    such a run still records an unchanged workflow at once."""
+    from hpcflow.store.process import MARK_VAR
+
+    wf = write_workflow(tmp_path, WF)
+    _ran(clean_env, wf)
+    monkeypatch.setenv(MARK_VAR, "an-outer-runs-task")
+    assert _resume(wf) is not None
